@@ -1,0 +1,209 @@
+/**
+ * The example provider: sells "bonnets" through the marketplace. Everything a real provider writes
+ * is in `handlers` below; the rest is configuration. `examples/provider.ts` starts it from the
+ * environment; tests and the demo build it in-process with `createProviderApp(env)`.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import express from 'express';
+import session from 'express-session';
+import {
+  accepted,
+  BadRequestError,
+  marketplaceRouter,
+  memoryStore,
+  requireMarketplaceSession,
+  type Completion,
+  type HandlerContext,
+  type MarketplaceRouter,
+  type ProviderHandlers,
+  type Store,
+} from '../src/index.js';
+import { createLogger, type Logger } from '../src/lib/logger.js';
+import { sqliteSessionStore } from './sqlite-session-store.js';
+
+export interface ExampleEnv {
+  PORT?: string;
+  MASTER_PUBLIC_KEY?: string;
+  /** `memory`, `sqlite:<path>` or `postgres://…`. Default `sqlite:./data/example.db`. */
+  STORE?: string;
+  STORE_ENCRYPTION_KEY?: string;
+  CONNECTOR_URL?: string;
+  CLIENT_ID?: string;
+  CLIENT_SECRET?: string;
+  SESSION_SECRET?: string;
+  /** `1`: answer 202 to every operation and complete it through the callback about a second later. */
+  EXAMPLE_ASYNC?: string;
+  /** Milliseconds the async mode waits before completing. Default 800. */
+  EXAMPLE_ASYNC_DELAY_MS?: string;
+  LOG_LEVEL?: string;
+}
+
+export const CATALOG = {
+  bonnets: { plans: ['small', 'large', 'locked'], regions: ['aws::us-east-1', 'all::global'] },
+} as const;
+
+/** A development-only key so the example starts with no setup; a real provider sets its own. */
+const EXAMPLE_DEV_KEY = createHash('sha256').update('embedded-marketplace example provider: not a secret').digest('base64');
+
+export interface ProviderApp {
+  app: express.Express;
+  router: MarketplaceRouter;
+  /** How often each handler ran, by resource or credential id (the multi-instance tests sum these). */
+  calls: Record<string, Record<string, number>>;
+  close(): Promise<void>;
+}
+
+/** Deterministic usage for a resource: the same numbers for the same resource and period. */
+export function exampleUsage(resourceId: string, periodStart: Date, periodEnd: Date): Record<string, number> {
+  const digest = createHash('sha256').update(`${resourceId}|${periodStart.toISOString()}|${periodEnd.toISOString()}`).digest();
+  const hours = Math.max(1, Math.round((periodEnd.getTime() - periodStart.getTime()) / 3_600_000));
+  return { 'bonnet-hours': hours, 'storage-gb': digest.readUInt16BE(0) % 500, requests: digest.readUInt32BE(2) % 100_000 };
+}
+
+async function openStore(spec: string, encryptionKey: string, logger: Logger): Promise<Store> {
+  if (spec === 'memory') return memoryStore();
+  if (spec.startsWith('sqlite:')) {
+    const path = spec.slice('sqlite:'.length);
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const { sqliteStore } = await import('../src/store/sqlite.js');
+    return sqliteStore({ path, encryptionKey });
+  }
+  if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
+    const { postgresStore } = await import('../src/store/postgres.js');
+    return postgresStore({ connectionString: spec, encryptionKey, logger });
+  }
+  throw new Error(`STORE must be memory, sqlite:<path> or postgres://…, got ${JSON.stringify(spec.slice(0, 40))}`);
+}
+
+async function openSessionStore(spec: string): Promise<session.Store> {
+  if (spec.startsWith('sqlite:') && spec !== 'sqlite::memory:') return sqliteSessionStore({ path: `${spec.slice('sqlite:'.length)}.sessions` });
+  if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
+    const { default: connectPgSimple } = await import('connect-pg-simple');
+    const PgStore = connectPgSimple(session);
+    return new PgStore({ conString: spec, createTableIfMissing: true, pruneSessionInterval: 600 });
+  }
+  return new session.MemoryStore();
+}
+
+export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv): Promise<ProviderApp> {
+  const logger = createLogger(undefined, { app: 'example-provider' });
+  if (env.LOG_LEVEL !== undefined) logger.level = env.LOG_LEVEL;
+  const storeSpec = env.STORE ?? 'sqlite:./data/example.db';
+  if (env.STORE_ENCRYPTION_KEY === undefined && storeSpec !== 'memory') logger.warn('STORE_ENCRYPTION_KEY not set: using the example development key; never do this in production');
+  const store = await openStore(storeSpec, env.STORE_ENCRYPTION_KEY ?? EXAMPLE_DEV_KEY, logger);
+  const asyncMode = env.EXAMPLE_ASYNC === '1';
+  const asyncDelayMs = Number(env.EXAMPLE_ASYNC_DELAY_MS ?? 800);
+  const calls: Record<string, Record<string, number>> = {};
+  const count = (handler: string, id: string) => {
+    const byId = (calls[handler] ??= {});
+    byId[id] = (byId[id] ?? 0) + 1;
+  };
+
+  // In async mode every operation answers 202 and finishes a moment later through the callback.
+  function later(context: HandlerContext, completion: () => Completion, message: string) {
+    if (!asyncMode) return undefined;
+    setTimeout(() => {
+      context.complete(completion()).catch((error: unknown) => logger.error({ err: String(error) }, 'example: completion failed'));
+    }, asyncDelayMs).unref();
+    return accepted(message);
+  }
+
+  const newCredentials = (resourceId: string) => {
+    const user = `u${randomBytes(6).toString('hex')}`;
+    const password = randomBytes(18).toString('base64url');
+    return { BONNETS_URL: `https://${user}:${password}@bonnets.example/${resourceId}` };
+  };
+
+  const handlers: ProviderHandlers = {
+    provision({ id, plan }, context) {
+      count('provision', id);
+      return later(context, () => ({ state: 'done', message: `Your ${plan} bonnet is ready` }), 'Knitting your bonnet') ?? `Your ${plan} bonnet is ready`;
+    },
+    changePlan({ id, resource, plan }, context) {
+      count('changePlan', id);
+      if (resource.plan === 'locked') throw new BadRequestError('The locked plan cannot be changed', 'ERR_PLAN_CHANGE_REFUSED');
+      return later(context, () => ({ state: 'done', message: `Bonnet resized to ${plan}` }), 'Resizing your bonnet') ?? `Bonnet resized to ${plan}`;
+    },
+    deprovision({ id }, context) {
+      count('deprovision', id);
+      return later(context, () => ({ state: 'done', message: 'Bonnet unravelled' }), 'Unravelling your bonnet') ?? 'Bonnet unravelled';
+    },
+    provisionCredentials({ id, resourceId }, context) {
+      count('provisionCredentials', id);
+      const asyncAnswer = later(context, () => ({ state: 'done', message: 'Credentials ready', credentials: newCredentials(resourceId) }), 'Issuing credentials');
+      return asyncAnswer ?? { message: 'Credentials ready', credentials: newCredentials(resourceId) };
+    },
+    deprovisionCredentials({ id }, context) {
+      count('deprovisionCredentials', id);
+      return later(context, () => ({ state: 'done', message: 'Credentials revoked' }), 'Revoking credentials') ?? 'Credentials revoked';
+    },
+    measures({ resource, periodStart, periodEnd }) {
+      return exampleUsage(resource.id, periodStart, periodEnd);
+    },
+  };
+
+  const connector = env.CONNECTOR_URL === undefined
+    ? undefined
+    : { url: env.CONNECTOR_URL, clientId: env.CLIENT_ID ?? '', clientSecret: env.CLIENT_SECRET ?? '' };
+  if (connector !== undefined && (connector.clientId === '' || connector.clientSecret === '')) {
+    throw new Error('CONNECTOR_URL is set: CLIENT_ID and CLIENT_SECRET are required too');
+  }
+
+  const router = marketplaceRouter({
+    store,
+    catalog: CATALOG,
+    handlers,
+    logger,
+    ...(env.MASTER_PUBLIC_KEY === undefined ? {} : { masterKey: env.MASTER_PUBLIC_KEY }),
+    ...(connector === undefined ? {} : { connector, sso: { dashboardUrl: (id: string) => `/dashboard/${encodeURIComponent(id)}` } }),
+  });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  const sessionStore = await openSessionStore(storeSpec);
+  // The provider's own session layer, mounted before the marketplace router so /v1/sso can use it.
+  app.use(session({
+    secret: env.SESSION_SECRET ?? randomBytes(32).toString('hex'),
+    store: sessionStore,
+    name: 'bonnets.sid',
+    resave: false,
+    saveUninitialized: false,
+    cookie: { httpOnly: true, sameSite: 'lax', secure: false, maxAge: 24 * 60 * 60 * 1000 },
+  }));
+  app.use(router);
+  app.use(express.json());
+
+  app.get('/dashboard/:id', requireMarketplaceSession(), async (req, res) => {
+    const resource = await store.getResource(String(req.params.id));
+    if (resource === undefined) {
+      res.status(404).json({ message: 'Resource not found' });
+      return;
+    }
+    res.type('html').send(`<!doctype html><title>Bonnet ${escapeHtml(resource.id)}</title><h1>Your bonnet</h1><p id="resource">${escapeHtml(resource.id)}</p><p id="plan">Plan: ${escapeHtml(resource.plan)}</p>`);
+  });
+  // For the multi-instance tests: how often each handler ran in this process.
+  app.get('/example/handler-calls', (_req, res) => {
+    res.json(calls);
+  });
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true });
+  });
+
+  return {
+    app,
+    router,
+    calls,
+    async close() {
+      await router.close();
+      const closable = sessionStore as { close?: () => unknown };
+      if (typeof closable.close === 'function') await closable.close();
+    },
+  };
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}

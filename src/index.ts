@@ -1,0 +1,36 @@
+/**
+ * embedded-marketplace: the provider side of an embedded marketplace as Express middleware.
+ * The platform side lives at `embedded-marketplace/platform`, stores at
+ * `embedded-marketplace/stores/*`, the test kit at `embedded-marketplace/testkit`.
+ */
+export { marketplaceRouter } from './provider/router.js';
+export type { MarketplaceRouter, MarketplaceRouterOptions, ConnectorOptions, SsoOptions, CompletionTarget } from './provider/router.js';
+export { accepted, isAccepted } from './provider/types.js';
+export type {
+  Accepted,
+  Catalog,
+  ChangePlanRequest,
+  Completion,
+  CredentialsResult,
+  DeprovisionCredentialsRequest,
+  DeprovisionRequest,
+  HandlerContext,
+  MeasuresRequest,
+  MessageResult,
+  ProviderHandlers,
+  ProvisionCredentialsRequest,
+  ProvisionRequest,
+  ValidateHook,
+} from './provider/types.js';
+
+export * from './errors.js';
+
+export { memoryStore } from './store/memory.js';
+export { operationKey } from './store/types.js';
+export type * from './store/types.js';
+
+export * from './signature/index.js';
+export * from './connector/index.js';
+export * from './outbox/index.js';
+export * from './sso/index.js';
+export { createRedactingLogger, REDACT_PATHS } from './lib/logger.js';

@@ -1,0 +1,231 @@
+import { LeaseLostError, NotFoundError } from '../errors.js';
+import { claimedRecord, isOperationLive, newToken } from './common.js';
+import type {
+  ClaimInput,
+  ClaimResult,
+  CommitInput,
+  CredentialRecord,
+  DeliveryClaimInput,
+  DeliveryRecord,
+  DeliveryRetryInput,
+  OperationRecord,
+  PendingInput,
+  ResourceRecord,
+  Store,
+  UsageEntry,
+} from './types.js';
+
+/**
+ * The reference store: everything in this process's memory, lost on exit. Right for tests and
+ * demos; a provider in production wants `sqliteStore` or `postgresStore`. Every method completes
+ * synchronously inside its promise, which is what makes each one atomic within the process.
+ *
+ * Records are copied in and out (structuredClone) so callers can never mutate stored state by
+ * accident, the same guarantee a database gives.
+ *
+ * @example
+ * ```ts
+ * import { marketplaceRouter, memoryStore } from 'embedded-marketplace';
+ * app.use(marketplaceRouter({ store: memoryStore(), handlers }));
+ * ```
+ */
+export function memoryStore(): Store {
+  const resources = new Map<string, ResourceRecord>();
+  const credentials = new Map<string, CredentialRecord>();
+  const credentialsByResource = new Map<string, Set<string>>();
+  const operations = new Map<string, OperationRecord>();
+  const deliveries = new Map<string, DeliveryRecord>();
+  const usage = new Map<string, UsageEntry[]>();
+
+  const copy = <T>(value: T): T => structuredClone(value);
+
+  function holding(key: string, token: string): OperationRecord | undefined {
+    const operation = operations.get(key);
+    return operation !== undefined && operation.token === token ? operation : undefined;
+  }
+
+  function deleteCredential(id: string): void {
+    const credential = credentials.get(id);
+    if (credential === undefined) return;
+    credentials.delete(id);
+    credentialsByResource.get(credential.resourceId)?.delete(id);
+  }
+
+  function ownedDelivery(id: string, owner: string): DeliveryRecord | undefined {
+    const delivery = deliveries.get(id);
+    return delivery !== undefined && delivery.claimedBy === owner ? delivery : undefined;
+  }
+
+  return {
+    kind: 'memory',
+
+    async getResource(id) {
+      const record = resources.get(id);
+      return record === undefined ? undefined : copy(record);
+    },
+
+    async getCredential(id) {
+      const record = credentials.get(id);
+      return record === undefined ? undefined : copy(record);
+    },
+
+    async listCredentials(resourceId) {
+      const ids = credentialsByResource.get(resourceId) ?? new Set<string>();
+      return [...ids].map((id) => copy(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+    },
+
+    async getOperation(key) {
+      const operation = operations.get(key);
+      return operation === undefined ? undefined : copy(operation);
+    },
+
+    async listPendingOperations(limit) {
+      return [...operations.values()]
+        .filter((operation) => operation.state === 'pending')
+        .sort((a, b) => a.createdAt - b.createdAt)
+        .slice(0, limit)
+        .map(copy);
+    },
+
+    async claimOperation(input: ClaimInput): Promise<ClaimResult> {
+      const existing = operations.get(input.key);
+      if (existing !== undefined && isOperationLive(existing, input.now)) return { outcome: 'busy', operation: copy(existing) };
+      const operation = claimedRecord(input, newToken());
+      operations.set(input.key, copy(operation));
+      return { outcome: 'claimed', operation };
+    },
+
+    async renewOperation(key, token, leaseExpiresAt) {
+      const operation = holding(key, token);
+      if (operation === undefined || operation.state !== 'running') return false;
+      operation.leaseExpiresAt = leaseExpiresAt;
+      return true;
+    },
+
+    async releaseOperation(key, token) {
+      if (holding(key, token) !== undefined) operations.delete(key);
+    },
+
+    async markOperationPending(key, token, pending: PendingInput) {
+      const operation = holding(key, token);
+      if (operation === undefined) throw new LeaseLostError();
+      operation.state = 'pending';
+      operation.message = pending.message;
+      operation.deadlineAt = pending.deadlineAt;
+      if (pending.callbackId !== undefined) operation.callbackId = pending.callbackId;
+      if (pending.callbackUrl !== undefined) operation.callbackUrl = pending.callbackUrl;
+      return copy(operation);
+    },
+
+    async commitOperation(key, token, commit: CommitInput) {
+      if (holding(key, token) === undefined) throw new LeaseLostError();
+      const { mutation } = commit;
+      // Check every precondition before the first write: a commit applies whole or not at all.
+      if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) {
+        throw new NotFoundError('Resource not found');
+      }
+      switch (mutation.type) {
+        case 'none':
+          break;
+        case 'putResource':
+          resources.set(mutation.resource.id, copy(mutation.resource));
+          break;
+        case 'deleteResource': {
+          resources.delete(mutation.id);
+          for (const credentialId of credentialsByResource.get(mutation.id) ?? []) credentials.delete(credentialId);
+          credentialsByResource.delete(mutation.id);
+          break;
+        }
+        case 'putCredential': {
+          const credential = copy(mutation.credential);
+          credentials.set(credential.id, credential);
+          let ids = credentialsByResource.get(credential.resourceId);
+          if (ids === undefined) credentialsByResource.set(credential.resourceId, (ids = new Set()));
+          ids.add(credential.id);
+          break;
+        }
+        case 'deleteCredential':
+          deleteCredential(mutation.id);
+          break;
+      }
+      operations.delete(key);
+      if (commit.delivery !== undefined) {
+        deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
+      }
+    },
+
+    async claimDeliveries(input: DeliveryClaimInput) {
+      const due = [...deliveries.values()]
+        .filter((d) => d.state === 'pending' && d.nextAttemptAt <= input.now && (d.claimExpiresAt === undefined || d.claimExpiresAt <= input.now))
+        .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt)
+        .slice(0, input.limit);
+      for (const delivery of due) {
+        delivery.claimedBy = input.owner;
+        delivery.claimExpiresAt = input.now + input.leaseMs;
+      }
+      return due.map(copy);
+    },
+
+    async completeDelivery(id, owner) {
+      if (ownedDelivery(id, owner) !== undefined) deliveries.delete(id);
+    },
+
+    async retryDelivery(id, owner, retry: DeliveryRetryInput) {
+      const delivery = ownedDelivery(id, owner);
+      if (delivery === undefined) return;
+      delivery.attempts = retry.attempts;
+      delivery.nextAttemptAt = retry.nextAttemptAt;
+      delivery.lastError = retry.lastError;
+      delete delivery.claimedBy;
+      delete delivery.claimExpiresAt;
+    },
+
+    async failDelivery(id, owner, reason) {
+      const delivery = ownedDelivery(id, owner);
+      if (delivery === undefined) return;
+      delivery.state = 'failed';
+      delivery.lastError = reason;
+      delete delivery.claimedBy;
+      delete delivery.claimExpiresAt;
+    },
+
+    async listDeliveries() {
+      return [...deliveries.values()].map(copy);
+    },
+
+    async recordUsage(entries) {
+      for (const entry of entries) {
+        let list = usage.get(entry.resourceId);
+        if (list === undefined) usage.set(entry.resourceId, (list = []));
+        list.push({ ...entry });
+      }
+    },
+
+    async sumUsage(resourceId, from, to) {
+      const totals: Record<string, number> = Object.create(null) as Record<string, number>;
+      for (const entry of usage.get(resourceId) ?? []) {
+        if (entry.at >= from && entry.at < to) totals[entry.feature] = (totals[entry.feature] ?? 0) + entry.quantity;
+      }
+      return totals;
+    },
+
+    async hasUsage(resourceId, from, to) {
+      return (usage.get(resourceId) ?? []).some((entry) => entry.at >= from && entry.at < to);
+    },
+
+    async pruneUsage(before) {
+      let removed = 0;
+      for (const [resourceId, list] of usage) {
+        const kept = list.filter((entry) => entry.at >= before);
+        removed += list.length - kept.length;
+        if (kept.length === 0) usage.delete(resourceId);
+        else usage.set(resourceId, kept);
+      }
+      return removed;
+    },
+
+    async close() {
+      // Nothing to release; kept for the contract.
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import type { Migration } from './types.js';
+
+/**
+ * SQLite schema, kept as TypeScript so it compiles into dist/ with the adapter (no file to locate at
+ * run time). Times are integer milliseconds; JSON is TEXT; secrets are sealed BLOBs (see crypto.ts).
+ * STRICT tables make SQLite reject a value of the wrong type instead of storing it silently.
+ */
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial',
+    sql: `
+CREATE TABLE resources (
+  id TEXT PRIMARY KEY,
+  product TEXT NOT NULL,
+  plan TEXT NOT NULL,
+  region TEXT NOT NULL,
+  features TEXT NOT NULL,
+  message TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE credentials (
+  id TEXT PRIMARY KEY,
+  resource_id TEXT NOT NULL REFERENCES resources (id) ON DELETE CASCADE,
+  sealed_values BLOB NOT NULL,
+  message TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX credentials_by_resource ON credentials (resource_id, created_at, id);
+
+CREATE TABLE operations (
+  key TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  target_id TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'pending')),
+  token TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  lease_expires_at INTEGER NOT NULL,
+  request TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  message TEXT,
+  callback_id TEXT,
+  callback_url TEXT,
+  deadline_at INTEGER
+) STRICT;
+CREATE INDEX operations_pending ON operations (created_at) WHERE state = 'pending';
+
+CREATE TABLE deliveries (
+  id TEXT PRIMARY KEY,
+  callback_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  sealed_payload BLOB NOT NULL,
+  created_at INTEGER NOT NULL,
+  deadline_at INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'failed')),
+  attempts INTEGER NOT NULL,
+  next_attempt_at INTEGER NOT NULL,
+  last_error TEXT,
+  claimed_by TEXT,
+  claim_expires_at INTEGER
+) STRICT;
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE state = 'pending';
+
+CREATE TABLE usage_entries (
+  id INTEGER PRIMARY KEY,
+  resource_id TEXT NOT NULL,
+  feature TEXT NOT NULL,
+  quantity REAL NOT NULL,
+  at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX usage_entries_by_resource ON usage_entries (resource_id, at);
+CREATE INDEX usage_entries_by_time ON usage_entries (at);
+`,
+  },
+];

@@ -1,0 +1,231 @@
+/**
+ * The store contract. The router owns every decision (201/204/409/404/202); a store only offers the
+ * few atomic steps those decisions need, so that an adapter is small and the rules live in one place.
+ * docs/stores.md explains each method; test/store/contract.ts is the conformance suite every adapter
+ * passes.
+ *
+ * Times are milliseconds since the epoch and are always passed in by the caller, never read from a
+ * clock inside the store, so that every adapter behaves the same under a test clock.
+ */
+
+/** A feature value of a plan (section 2.4): number, string or boolean. */
+export type Scalar = string | number | boolean;
+/** Feature name → scalar value. */
+export type Features = Record<string, Scalar>;
+/** Credential key (environment-variable name) → value. Secret. */
+export type CredentialValues = Record<string, string>;
+
+/** A provisioned resource as the provider keeps it. */
+export interface ResourceRecord {
+  id: string;
+  product: string;
+  plan: string;
+  region: string;
+  features: Features;
+  /** The message answered when it was provisioned, replayed to an identical repeated PUT. */
+  message: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A provisioned credential set. `values` are plaintext here; durable adapters encrypt them at rest. */
+export interface CredentialRecord {
+  id: string;
+  resourceId: string;
+  values: CredentialValues;
+  /** The message answered when it was provisioned, replayed to an identical repeated PUT. */
+  message: string;
+  createdAt: number;
+}
+
+/** The five state-changing operations of section 4.3. */
+export type OperationKind = 'provision' | 'changePlan' | 'deprovision' | 'provisionCredentials' | 'deprovisionCredentials';
+
+/** The properties of the request an operation carries out, kept so a 202 can be completed later. */
+export type OperationRequest =
+  | { kind: 'provision'; product: string; plan: string; region: string; features: Features }
+  | { kind: 'changePlan'; plan: string; features?: Features }
+  | { kind: 'deprovision' }
+  | { kind: 'provisionCredentials'; resourceId: string }
+  | { kind: 'deprovisionCredentials' };
+
+/**
+ * An operation in progress on one entity. There is at most one per `key` at a time: this is the
+ * lock that makes identical concurrent requests run the provider's handler once.
+ *
+ * - `running`: a process is executing the handler now. It holds a lease (`leaseExpiresAt`) that it
+ *   renews while it works; a process that crashes stops renewing, so the lease lapses and a retry
+ *   takes the operation over. A crash therefore never leaves an operation reported as done.
+ * - `pending`: the handler answered 202; the operation waits for the provider to complete it (and
+ *   the callback to be sent). It stays until completed or until `deadlineAt` (24 h) passes.
+ */
+export interface OperationRecord {
+  /** `resource:<id>` or `credential:<id>`. */
+  key: string;
+  kind: OperationKind;
+  /** The resource or credential id the operation acts on. */
+  targetId: string;
+  /** Canonical text of the request's compared properties: equal fingerprints are the same request. */
+  fingerprint: string;
+  state: 'running' | 'pending';
+  /** Fencing token, fresh on every claim; every later step must present it. */
+  token: string;
+  /** Identifies the claiming process (for logs and diagnostics). */
+  owner: string;
+  /** When a `running` claim lapses. */
+  leaseExpiresAt: number;
+  request: OperationRequest;
+  createdAt: number;
+  /** Set once `pending`: the 202 message replayed to identical repeats. */
+  message?: string;
+  /** Set once `pending` when the marketplace sent callback headers. */
+  callbackId?: string;
+  callbackUrl?: string;
+  /** Set once `pending`: after this the operation is abandoned and a repeat may start it afresh. */
+  deadlineAt?: number;
+}
+
+export interface ClaimInput {
+  key: string;
+  kind: OperationKind;
+  targetId: string;
+  fingerprint: string;
+  request: OperationRequest;
+  owner: string;
+  now: number;
+  leaseMs: number;
+}
+
+/**
+ * `claimed`: the caller now holds the operation (a new record, or one whose running lease lapsed or
+ * whose pending deadline passed, replaced whole by the caller's). `busy`: a live operation holds
+ * the key; the caller decides from its fingerprint and state whether to wait, replay 202 or answer 409.
+ */
+export type ClaimResult = { outcome: 'claimed'; operation: OperationRecord } | { outcome: 'busy'; operation: OperationRecord };
+
+/** The entity change an operation commits, applied atomically with releasing the operation. */
+export type Mutation =
+  | { type: 'none' }
+  | { type: 'putResource'; resource: ResourceRecord }
+  /** Removes the resource and every credential of it. */
+  | { type: 'deleteResource'; id: string }
+  /** Fails with NotFoundError (nothing written) when the resource does not exist. */
+  | { type: 'putCredential'; credential: CredentialRecord }
+  | { type: 'deleteCredential'; id: string };
+
+/** What a completed long-running operation reports to the marketplace (gaps.md, callbacks). */
+export interface CallbackPayload {
+  state: 'done' | 'error';
+  message: string;
+  credentials?: CredentialValues;
+}
+
+/** A callback to deliver, enqueued in the same transaction as the state change it reports. */
+export interface NewDelivery {
+  id: string;
+  callbackId: string;
+  url: string;
+  payload: CallbackPayload;
+  createdAt: number;
+  /** The 24 h callback deadline of section 8, counted from the 202. */
+  deadlineAt: number;
+}
+
+export interface DeliveryRecord extends NewDelivery {
+  state: 'pending' | 'failed';
+  attempts: number;
+  nextAttemptAt: number;
+  lastError?: string;
+  /** The process holding the delivery and until when; another may claim it after that. */
+  claimedBy?: string;
+  claimExpiresAt?: number;
+}
+
+export interface CommitInput {
+  mutation: Mutation;
+  delivery?: NewDelivery;
+}
+
+export interface PendingInput {
+  message: string;
+  callbackId?: string;
+  callbackUrl?: string;
+  deadlineAt: number;
+}
+
+export interface UsageEntry {
+  resourceId: string;
+  feature: string;
+  quantity: number;
+  at: number;
+}
+
+export interface DeliveryClaimInput {
+  owner: string;
+  now: number;
+  leaseMs: number;
+  limit: number;
+}
+
+export interface DeliveryRetryInput {
+  attempts: number;
+  nextAttemptAt: number;
+  lastError: string;
+}
+
+/**
+ * Persistence for the provider side. Every method may reject with ServiceUnavailableError when the
+ * backing database cannot be reached; the router answers 503 and nothing partial is left behind.
+ */
+export interface Store {
+  /** `memory`, `sqlite`, `postgres`, …: for logs. */
+  readonly kind: string;
+
+  getResource(id: string): Promise<ResourceRecord | undefined>;
+  getCredential(id: string): Promise<CredentialRecord | undefined>;
+  listCredentials(resourceId: string): Promise<CredentialRecord[]>;
+
+  getOperation(key: string): Promise<OperationRecord | undefined>;
+  /** Operations waiting for completion (state `pending`), oldest first. */
+  listPendingOperations(limit: number): Promise<OperationRecord[]>;
+  /** Atomically take the operation for `key` unless a live one holds it (see ClaimResult). */
+  claimOperation(input: ClaimInput): Promise<ClaimResult>;
+  /** Extend a running claim. False when the token no longer holds the key (lease lost). */
+  renewOperation(key: string, token: string, leaseExpiresAt: number): Promise<boolean>;
+  /** Drop a claim without any change (handler refused or failed). No-op when the token lost the key. */
+  releaseOperation(key: string, token: string): Promise<void>;
+  /** Turn a running claim into a pending operation (the handler answered 202). Rejects with LeaseLostError when the token lost the key. */
+  markOperationPending(key: string, token: string, pending: PendingInput): Promise<OperationRecord>;
+  /**
+   * In one transaction: apply the mutation, delete the operation and enqueue the delivery.
+   * Rejects with LeaseLostError when the token no longer holds
+   * the key, and with NotFoundError for a credential whose resource is gone; nothing is written then.
+   */
+  commitOperation(key: string, token: string, commit: CommitInput): Promise<void>;
+
+  /** Claim up to `limit` deliveries that are due and not held by a live claim. */
+  claimDeliveries(input: DeliveryClaimInput): Promise<DeliveryRecord[]>;
+  /** The delivery was answered as expected: remove it. */
+  completeDelivery(id: string, owner: string): Promise<void>;
+  /** Schedule another attempt and release the claim. */
+  retryDelivery(id: string, owner: string, retry: DeliveryRetryInput): Promise<void>;
+  /** Give up (a final 4xx, or past the deadline): kept with state `failed` for inspection. */
+  failDelivery(id: string, owner: string, reason: string): Promise<void>;
+  /** Deliveries in any state, for diagnostics and tests. */
+  listDeliveries(): Promise<DeliveryRecord[]>;
+
+  recordUsage(entries: readonly UsageEntry[]): Promise<void>;
+  /** Totals by feature for `from <= at < to`. */
+  sumUsage(resourceId: string, from: number, to: number): Promise<Record<string, number>>;
+  /** Whether any usage exists for the resource (to tell 204 from a 200 with zeros). */
+  hasUsage(resourceId: string, from: number, to: number): Promise<boolean>;
+  /** Delete entries with `at < before`; answers how many. */
+  pruneUsage(before: number): Promise<number>;
+
+  close(): Promise<void>;
+}
+
+/** The key of the operation lock for an entity. */
+export function operationKey(entity: 'resource' | 'credential', id: string): string {
+  return `${entity}:${id}`;
+}
