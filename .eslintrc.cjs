@@ -13,7 +13,7 @@ module.exports = {
     '@typescript-eslint/no-non-null-assertion': 'off',
     '@typescript-eslint/no-dynamic-delete': 'off',
     '@typescript-eslint/no-invalid-void-type': 'off',
-    'no-console': ['error', { allow: [] }],
+    'no-console': 'error',
   },
   overrides: [
     { files: ['examples/**', 'bench/**', 'scripts/**', 'src/testkit/cli.ts', 'src/testkit/cli/**'], rules: { 'no-console': 'off' } },

@@ -53,6 +53,8 @@ export type ErrorCode =
   | 'ERR_CONNECTOR_RESPONSE'
   | 'ERR_CONNECTOR_AUTH'
   | 'ERR_CONNECTOR_INVALID_GRANT'
+  // marketplace GraphQL client (platform side)
+  | 'ERR_GRAPHQL'
   // sso
   | 'ERR_SSO_INVALID'
   | 'ERR_SSO_SESSION_MISSING'

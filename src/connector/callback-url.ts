@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../errors.js';
-import { asOptionsObject, rejectUnknownKeys } from './options.js';
+import { asOptionsObject, rejectUnknownKeys } from '../lib/options.js';
 
 /**
  * X-Callback-URL arrives signed, but it is still an address an attacker may have influenced (a

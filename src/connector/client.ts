@@ -15,8 +15,9 @@ import {
   optionalPositiveNumber,
   rejectUnknownKeys,
   requireNonEmptyString,
-} from './options.js';
+} from '../lib/options.js';
 import { parseRetryAfter } from './retry-after.js';
+import type { CallbackPayload } from '../store/types.js';
 
 /** An access token granted by the connector's token endpoint. Secret: keep it server-side. */
 export interface AccessToken {
@@ -42,14 +43,11 @@ export interface ConnectorResource {
   updated_at?: string;
 }
 
-/** The body of a callback (gaps.md "Callbacks"): the outcome of a long-running operation. */
-export interface CallbackPayload {
-  state: 'done' | 'error';
-  /** Shown to the user: 3 to 256 characters. */
-  message: string;
-  /** Only when completing a credential provisioning with `done`. Secret values. */
-  credentials?: Record<string, string>;
-}
+/**
+ * The body of a callback (gaps.md "Callbacks"): `{state: 'done' | 'error', message, credentials?}`.
+ * The same type the store keeps in its outbox, re-exported here for the connector's callers.
+ */
+export type { CallbackPayload };
 
 /**
  * What one callback attempt came to. {@link ConnectorClient.sendCallback} never loops and never

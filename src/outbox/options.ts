@@ -4,7 +4,7 @@ import {
   optionalLogger,
   optionalPositiveNumber,
   rejectUnknownKeys,
-} from '../connector/options.js';
+} from '../lib/options.js';
 import { InvalidOptionsError } from '../errors.js';
 import type { Logger } from '../lib/logger.js';
 import type { Store } from '../store/types.js';

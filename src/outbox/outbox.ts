@@ -21,7 +21,8 @@ const MAX_REASON = 300;
  *
  * @example
  * ```ts
- * import { createConnectorClient, createOutbox, sqliteStore } from 'embedded-marketplace';
+ * import { createConnectorClient, createOutbox } from 'embedded-marketplace';
+ * import { sqliteStore } from 'embedded-marketplace/stores/sqlite';
  *
  * const store = sqliteStore({ path: 'provider.db' });
  * const connector = createConnectorClient({ connectorUrl, clientId, clientSecret });
@@ -83,9 +84,9 @@ export function createOutbox(options: OutboxOptions): Outbox {
     } finally {
       ticking = false;
     }
-    // A full batch means more may be waiting: go on at once rather than a poll later.
-    const next = claimed >= batchSize ? performance.now() : Math.min(wakeAfterTick, performance.now() + pollIntervalMs);
-    wake(next - performance.now());
+    // A full batch means more may be waiting: go on at once rather than a poll later. Otherwise the
+    // next poll, or a retry this batch scheduled sooner (wake() caps the delay at one poll).
+    wake(claimed >= batchSize ? 0 : wakeAfterTick - performance.now());
   }
 
   function enqueue(): Promise<{ claimed: number; handled: number }> {
@@ -207,7 +208,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         controller.abort();
         resolve({ outcome: 'retry', reason: `no answer within ${sendTimeoutMs} ms` });
       }, sendTimeoutMs);
-      timeout.unref();
+      // Not unref'd, unlike the poll timer: an attempt in flight is work under way, and this bounds it.
     });
     const sent = Promise.resolve()
       .then(() => send(delivery.url, delivery.payload, { callbackId: delivery.callbackId, attempt: number, signal: controller.signal }))

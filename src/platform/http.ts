@@ -2,12 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import type { Request, Response } from 'express';
-import { PayloadTooLargeError } from '../errors.js';
 
 const gzipAsync = promisify(gzip);
 
 /** Content type of every JSON answer unless a route needs the exact OAuth spelling. */
-export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
  * Whether the client accepts a gzip body (RFC 9110 §12.5.3): an explicit `gzip`/`x-gzip` coding with a
@@ -59,50 +58,6 @@ export async function sendJson(req: Request, res: Response, status: number, body
   }
   res.setHeader('Content-Length', String(payload.length));
   res.end(payload);
-}
-
-/**
- * Reads the request body up to `limit` bytes. Beyond it the promise rejects with a 413 error; the
- * caller answers with `Connection: close`, so the rest of an oversized upload is never read.
- */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
-    return Promise.reject(new PayloadTooLargeError(`Request body is larger than ${limit} bytes`));
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    const finish = (error: Error | undefined): void => {
-      if (done) return;
-      done = true;
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      if (error === undefined) resolve(Buffer.concat(chunks, size));
-      else {
-        req.resume();
-        reject(error);
-      }
-    };
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) finish(new PayloadTooLargeError(`Request body is larger than ${limit} bytes`));
-      else chunks.push(chunk);
-    };
-    const onEnd = (): void => finish(undefined);
-    const onError = (error: Error): void => finish(error);
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
-
-/** Whether a body parser mounted earlier already consumed the stream (then `req.body` holds its result). */
-export function bodyAlreadyRead(req: Request): boolean {
-  return req.readableEnded && req.body !== undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import { Router, type NextFunction, type Request, type RequestHandler, type Resp
 import { BadRequestError, InternalError, isMarketplaceError, NotFoundError, type MarketplaceError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { bearerToken, searchParams, sendJson } from './http.js';
-import { checkOptionKeys, integerOption, requireFunction, stringList } from './options.js';
+import { checkOptionKeys, integerOption, loggerOption, requireFunction, stringList } from './options.js';
 import {
   checkProfile,
   checkUsers,
@@ -125,7 +125,7 @@ export function platformRouter(options: PlatformRouterOptions): Router {
   const listUsers = requireFunction<PlatformRouterOptions['listUsers']>(FACTORY, 'listUsers', record.listUsers);
   const authorize = requireFunction<PlatformRouterOptions['authorize']>(FACTORY, 'authorize', record.authorize);
   const limits = resolveLimits(record.limits);
-  const log = createLogger(record.logger as Logger | false | undefined, { component: 'platform' });
+  const log = createLogger(loggerOption(FACTORY, record), { component: 'platform' });
 
   const requireToken: RequestHandler = (req, res, next) => {
     const token = bearerToken(req);
@@ -321,7 +321,7 @@ function decide(decision: unknown, resourceIds: readonly string[], log: Logger):
       entries.push({ resource_id, authorized: false });
       continue;
     }
-    if (typeof authorized !== 'boolean') return { ok: false, field: `authorized of one resource id`, problem: 'must be a boolean' };
+    if (typeof authorized !== 'boolean') return { ok: false, field: 'authorized', problem: 'must be a boolean for every resource id' };
     entries.push({ resource_id, authorized });
   }
   if (missing > 0) log.warn({ handler: 'authorize', missing }, 'authorize gave no answer for some requested resource ids; they are denied');
@@ -330,7 +330,7 @@ function decide(decision: unknown, resourceIds: readonly string[], log: Logger):
 
 function resolveLimits(value: unknown): ResolvedLimits {
   if (value === undefined) return { maxResourceIds: 100, maxAnnotations: 50, maxValueLength: 256 };
-  const record = checkOptionKeys(`${FACTORY} limits`, value, LIMIT_KEYS);
+  const record = checkOptionKeys(`${FACTORY}: limits`, value, LIMIT_KEYS);
   return {
     maxResourceIds: integerOption(FACTORY, 'limits.maxResourceIds', record.maxResourceIds, 100, 1, 10_000),
     maxAnnotations: integerOption(FACTORY, 'limits.maxAnnotations', record.maxAnnotations, 50, 1, 10_000),

@@ -15,11 +15,6 @@ export function secretKey(value: string): string {
   return sha256(value).toString('base64url');
 }
 
-/** Constant-time equality of two strings of any lengths. */
-export function constantTimeEqual(a: string, b: string): boolean {
-  return timingSafeEqual(sha256(a), sha256(b));
-}
-
 /**
  * Whether `candidate` equals one of the accepted digests. Every digest is compared, with no early exit,
  * so the time taken does not tell which entry (if any) matched.

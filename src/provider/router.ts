@@ -7,8 +7,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { memoryStore } from '../store/memory.js';
 import { operationKey, type Mutation, type NewDelivery, type OperationRecord, type Store } from '../store/types.js';
 import { verifySignature } from '../signature/index.js';
-import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../connector/options.js';
-import { callbackUrlPolicy, type CallbackUrlPolicy } from '../connector/callback-url.js';
+import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
 import { createOutbox, type Outbox } from '../outbox/index.js';
 import { ssoHandler } from '../sso/index.js';
@@ -139,7 +138,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const now = optionalFunction<() => number>(FACTORY, raw, 'now') ?? Date.now;
   const handlerTimeoutMs = optionalPositiveNumber(FACTORY, raw, 'handlerTimeoutMs') ?? 50_000;
   const leaseMs = optionalPositiveNumber(FACTORY, raw, 'leaseMs') ?? 30_000;
-  const catalog = checkCatalog(raw.catalog);
+  const catalog = parseCatalog(raw.catalog);
   const validate = optionalFunction<ValidateHook>(FACTORY, raw, 'validate');
   const logger = createLogger(options.logger, { component: 'provider' });
   const store = options.store ?? memoryStore();
@@ -149,7 +148,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const connector = options.connector === undefined ? undefined : buildConnector(options.connector, logger);
   const outbox: Outbox | undefined = connector === undefined || options.outbox === false
     ? undefined
-    : createOutbox({ store, send: (url, payload) => connector.client.sendCallback(url, payload), owner, now, logger, ...(options.outbox?.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.outbox.pollIntervalMs }) });
+    : createOutbox({ store, send: (url, payload) => connector.sendCallback(url, payload), owner, now, logger, ...(options.outbox?.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.outbox.pollIntervalMs }) });
   outbox?.start();
 
   const engine = new OperationEngine({ store, owner, now, leaseMs, waitMs: handlerTimeoutMs, pendingDeadlineMs: PENDING_DEADLINE_MS, logger });
@@ -171,7 +170,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     }),
   };
 
-  async function checkCatalog(operation: 'provision' | 'changePlan', id: string, product: string, plan: string, region: string, features: Record<string, string | number | boolean> | undefined): Promise<void> {
+  async function checkOffer(operation: 'provision' | 'changePlan', id: string, product: string, plan: string, region: string, features: Record<string, string | number | boolean> | undefined): Promise<void> {
     if (catalog !== undefined) {
       const entry = Object.prototype.hasOwnProperty.call(catalog, product) ? catalog[product] : undefined;
       if (entry === undefined) refuse(`Unknown product ${product}`, 'ERR_UNKNOWN_PRODUCT');
@@ -186,7 +185,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const callbackUrl = singleHeader(req, 'x-callback-url');
     // Without a connector no callback is ever sent, so the URL is never dereferenced.
     if (callbackUrl !== undefined && connector !== undefined) {
-      const verdict = connector.policy.check(callbackUrl);
+      const verdict = connector.checkCallbackUrl(callbackUrl);
       if (!verdict.allowed) throw new BadRequestError(verdict.reason, 'ERR_CALLBACK_URL_REFUSED');
     }
     if (callbackId !== undefined && !/^[A-Za-z0-9]{1,64}$/.test(callbackId)) throw new BadRequestError('Invalid X-Callback-ID', 'ERR_VALIDATION');
@@ -213,7 +212,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const body = validateProvision(req.body);
     if (body.id !== id) throw new BadRequestError('Body id does not match the id in the path', 'ERR_ID_MISMATCH');
     const features = cleanFeatures(body.features);
-    await checkCatalog('provision', id, body.product, body.plan, body.region, features);
+    await checkOffer('provision', id, body.product, body.plan, body.region, features);
     const callback = callbackHeaders(req);
     await run(res, provisionSpec(deps, { id, product: body.product, plan: body.plan, region: body.region, features, body: req.body as Record<string, unknown> }, callback, res.locals.logger as Logger));
   });
@@ -223,7 +222,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const body = validateChangePlan(req.body);
     const features = body.features === undefined ? undefined : cleanFeatures(body.features);
     const callback = callbackHeaders(req);
-    const checkPlan = (resource: { product: string; region: string }) => checkCatalog('changePlan', id, resource.product, body.plan, resource.region, features);
+    const checkPlan = (resource: { product: string; region: string }) => checkOffer('changePlan', id, resource.product, body.plan, resource.region, features);
     await run(res, changePlanSpec(deps, { id, plan: body.plan, features, checkPlan }, callback, res.locals.logger as Logger));
   });
 
@@ -259,7 +258,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   if (options.sso !== undefined && options.sso !== false) {
     if (connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
     const sso = options.sso === true ? {} : options.sso;
-    router.get('/v1/sso', ssoHandler({ connector: connector.client, logger, now, ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }) }));
+    router.get('/v1/sso', ssoHandler({ connector, logger, now, ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }) }));
   }
 
   router.use(['/v1/resources', '/v1/credentials', '/v1/sso'], errorResponder(logger));
@@ -275,18 +274,17 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   return router;
 }
 
-function buildConnector(options: ConnectorOptions, logger: Logger): { client: ConnectorClient; policy: CallbackUrlPolicy } {
+function buildConnector(options: ConnectorOptions, logger: Logger): ConnectorClient {
   const raw = asOptionsObject(`${FACTORY} connector`, options);
   rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs']);
-  const client = createConnectorClient({
+  return createConnectorClient({
     connectorUrl: options.url,
     clientId: options.clientId,
     clientSecret: options.clientSecret,
     logger,
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
   });
-  const policy = callbackUrlPolicy({ connectorUrl: options.url, ...(options.allowedCallbackOrigins === undefined ? {} : { allowedOrigins: options.allowedCallbackOrigins }) });
-  return { client, policy };
 }
 
 /** Applies a completion: entity change, operation removal and the callback, in one store commit. */
@@ -379,7 +377,7 @@ function checkHandlers(value: unknown): ProviderHandlers {
   return value as ProviderHandlers;
 }
 
-function checkCatalog(value: unknown): Catalog | undefined {
+function parseCatalog(value: unknown): Catalog | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new InvalidOptionsError(`${FACTORY}: option "catalog" must map product names to { plans, regions? }`);
   const catalog: Catalog = Object.create(null) as Catalog;

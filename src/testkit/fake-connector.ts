@@ -9,7 +9,7 @@ import {
   optionalPositiveNumber,
   rejectUnknownKeys,
   requireNonEmptyString,
-} from '../connector/options.js';
+} from '../lib/options.js';
 
 /** The three connector routes whose failures can be switched on. */
 export type FakeConnectorTarget = 'tokens' | 'resources' | 'callbacks';

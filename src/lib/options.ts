@@ -1,7 +1,7 @@
 import { InvalidOptionsError } from '../errors.js';
 
 /**
- * Option checks shared by the connector client, the SSO handler and the fake connector. Private to
+ * Option checks shared by every factory of the package. Private to
  * the package: a wrong option must fail at start-up with a hint, never as a 500 at the first request.
  */
 

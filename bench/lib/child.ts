@@ -1,0 +1,110 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * A tiny request/answer protocol over Node's IPC channel, so that the load generator, the servers
+ * under test and the memory probes each run in their own process, as the measurements require.
+ */
+
+interface Call {
+  id: number;
+  method: string;
+  params: unknown;
+}
+type Reply = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
+
+export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** A benchmark child process answering {@link Worker.call}. */
+export interface Worker {
+  readonly pid: number | undefined;
+  call<T>(method: string, params?: unknown, timeoutMs?: number): Promise<T>;
+  /** Asks the child to exit and waits for it; kills it after `graceMs`. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Starts `bench/<script>` under tsx with IPC. `exposeGc` adds `--expose-gc`. */
+export function startWorker(script: string, options: { exposeGc?: boolean; env?: Record<string, string> } = {}): Worker {
+  const execArgv = ['--import', 'tsx', ...(options.exposeGc === true ? ['--expose-gc'] : [])];
+  const child: ChildProcess = fork(fileURLToPath(new URL(`../${script}`, import.meta.url)), [], {
+    cwd: REPO_ROOT,
+    execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...options.env },
+  });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  let exited: Error | undefined;
+  const exitPromise = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  child.on('message', (message: Reply) => {
+    const entry = pending.get(message.id);
+    if (entry === undefined) return;
+    pending.delete(message.id);
+    clearTimeout(entry.timer);
+    if (message.ok) entry.resolve(message.result);
+    else entry.reject(new Error(message.error));
+  });
+  child.once('exit', (code, signal) => {
+    exited = new Error(`bench/${script} exited (code ${String(code)}, signal ${String(signal)})`);
+    for (const entry of pending.values()) {
+      clearTimeout(entry.timer);
+      entry.reject(exited);
+    }
+    pending.clear();
+  });
+
+  return {
+    pid: child.pid,
+    call<T>(method: string, params: unknown = {}, timeoutMs = 600_000): Promise<T> {
+      if (exited !== undefined) return Promise.reject(exited);
+      const id = nextId++;
+      return new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          pending.delete(id);
+          reject(new Error(`bench/${script}: ${method} took longer than ${timeoutMs} ms`));
+        }, timeoutMs);
+        pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
+        child.send({ id, method, params } satisfies Call);
+      });
+    },
+    async close(graceMs = 10_000): Promise<void> {
+      if (exited !== undefined) return;
+      if (child.connected) child.disconnect();
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exitPromise;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * The child side: answers calls with `handlers[method](params)`, and exits once the parent
+ * disconnects (after `onClose`, which should release what the child opened).
+ */
+export function serveCalls(handlers: Record<string, (params: never) => unknown>, onClose: () => Promise<void> = async () => undefined): void {
+  if (process.send === undefined) throw new Error('bench: this file runs as a child of bench/run.ts');
+  process.on('message', (message: Call) => {
+    const handler = handlers[message.method];
+    const reply = (value: Reply) => process.send?.(value);
+    if (handler === undefined) {
+      reply({ id: message.id, ok: false, error: `unknown method ${message.method}` });
+      return;
+    }
+    Promise.resolve()
+      .then(() => handler(message.params as never))
+      .then(
+        (result) => reply({ id: message.id, ok: true, result: result ?? null }),
+        (error: unknown) => reply({ id: message.id, ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+      );
+  });
+  process.once('disconnect', () => {
+    onClose().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error('bench: cleanup failed:', error);
+        process.exit(1);
+      },
+    );
+  });
+}

@@ -1,0 +1,40 @@
+/**
+ * Starts the example platform: `npm run example:platform`. Listens on 127.0.0.1:$PORT (default 4568).
+ * Environment: PLATFORM_ACCESS_TOKEN (required), OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET and
+ * MARKETPLACE_CALLBACK_URL (all three to serve the deprecated OAuth flow), SESSION_SECRET, LOG_LEVEL.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createPlatformApp, parsePort, PlatformConfigError } from './platform-app.js';
+
+let app: ReturnType<typeof createPlatformApp>;
+let port: number;
+try {
+  port = parsePort(process.env.PORT);
+  app = createPlatformApp(process.env);
+} catch (error) {
+  if (!(error instanceof PlatformConfigError)) throw error;
+  console.error(`example platform: ${error.message}`);
+  process.exit(1);
+}
+
+const server = createServer(app);
+server.on('error', (error: NodeJS.ErrnoException) => {
+  console.error(`example platform: cannot listen on 127.0.0.1:${port}: ${error.code ?? error.message}`);
+  process.exit(1);
+});
+server.listen(port, '127.0.0.1', () => {
+  const { port: actual } = server.address() as AddressInfo;
+  console.log(`example platform listening on http://127.0.0.1:${actual}`);
+});
+
+let stopping = false;
+function shutdown(signal: string): void {
+  if (stopping) return;
+  stopping = true;
+  console.log(`example platform: ${signal}, finishing requests in flight`);
+  server.close(() => process.exit(0));
+  server.closeIdleConnections();
+}
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+process.on('SIGINT', () => shutdown('SIGINT'));

@@ -1,0 +1,200 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, MarketplaceError, UnsupportedMediaTypeError } from '../errors.js';
+import { createLogger, type Logger } from '../lib/logger.js';
+import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
+import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, readRawBody } from './raw-body.js';
+import { createVerifier, type VerifiedRequest, type Verifier, type VerifierOptions } from './verifier.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's types are extended only through this namespace.
+  namespace Express {
+    interface Request {
+      /** The body bytes exactly as received; set by `verifySignature` once the signature verified. */
+      rawBody?: Buffer;
+      /** What `verifySignature` established about the request (live key, signed headers, Date). */
+      marketplaceSignature?: VerifiedRequest;
+    }
+  }
+}
+
+/**
+ * Options of {@link verifySignature}: either the {@link VerifierOptions} (a verifier is created
+ * from them) or a ready `verifier`, plus how the body is read and where failures are logged.
+ */
+export interface VerifySignatureOptions extends VerifierOptions {
+  /** A verifier from `createVerifier`, shared between middlewares; excludes the verifier options. */
+  verifier?: Verifier;
+  /** Largest body read, in bytes; past it the answer is 413. Default 1 048 576. */
+  bodyLimit?: number;
+  /** A pino logger, or `false` for none. Default: JSON lines on stdout at `info`. */
+  logger?: Logger | false;
+}
+
+const FACTORY = 'verifySignature';
+const VERIFIER_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
+const KNOWN_OPTIONS = [...VERIFIER_OPTIONS, 'verifier', 'bodyLimit', 'logger'] as const;
+const MOUNT_ORDER_HINT =
+  'The request body was consumed before the marketplace signature could be verified: mount the marketplace router (or verifySignature) before express.json() or any other body parser. Requests are refused until this is fixed.';
+
+// Marks a body this library has read, so that a second verifySignature on the same request (two
+// routers, say) verifies the same bytes again instead of mistaking its own parse for a foreign one.
+const RAW_BODY = Symbol('embedded-marketplace.rawBody');
+type Marked = Request & { [RAW_BODY]?: Buffer };
+
+/**
+ * Express middleware that verifies the marketplace's request signature before any handler runs.
+ *
+ * It reads the raw body itself (the signature covers the exact bytes), verifies against
+ * `req.originalUrl` (so it works under any mount path), then sets `req.rawBody`,
+ * `req.marketplaceSignature` and, for a non-empty body, `req.body` parsed as JSON with
+ * `__proto__`, `constructor` and `prototype` keys dropped.
+ *
+ * Failures are passed on with `next(err)`, `err` a {@link MarketplaceError}: 401 for any signature
+ * failure, 413 past `bodyLimit`, 415 for a non-JSON or compressed body, 400 for invalid JSON, and
+ * 500 `ERR_BODY_ALREADY_PARSED` (failing closed) when a body parser ran first. Render them with
+ * {@link errorResponder} or your own handler (`res.status(err.status).json({ message: err.message })`).
+ *
+ * @throws {InvalidOptionsError} at construction for a wrong option.
+ * @example
+ * ```ts
+ * const app = express();
+ * app.use('/marketplace', verifySignature({ masterKey: process.env.MARKETPLACE_MASTER_KEY }), provider);
+ * app.use('/marketplace', errorResponder());
+ * app.use(express.json()); // after: the marketplace routes read their own body
+ * ```
+ */
+export function verifySignature(options: VerifySignatureOptions = {}): RequestHandler {
+  const opts = asOptionsObject(FACTORY, options);
+  rejectUnknownKeys(FACTORY, opts, KNOWN_OPTIONS);
+  const verifier = readVerifier(opts);
+  const bodyLimit = readBodyLimit(opts.bodyLimit);
+  const logger = createLogger(optionalLogger<Logger>(FACTORY, opts), { component: 'signature' });
+  let warnedMountOrder = false;
+
+  async function handle(req: Marked, next: NextFunction): Promise<void> {
+    let body = req[RAW_BODY];
+    if (body === undefined) {
+      if (bodyAlreadyConsumed(req)) {
+        if (!warnedMountOrder) {
+          warnedMountOrder = true;
+          logger.error({ code: 'ERR_BODY_ALREADY_PARSED' }, MOUNT_ORDER_HINT);
+        }
+        next(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
+        return;
+      }
+      try {
+        body = await readRawBody(req, bodyLimit);
+      } catch (error) {
+        const failure = isMarketplaceError(error) ? error : new InternalError({ cause: error });
+        logger.info({ code: failure.code }, 'marketplace request body refused');
+        next(failure);
+        return;
+      }
+    }
+
+    let verified: VerifiedRequest;
+    try {
+      verified = await verifier.verify({ method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct, body });
+    } catch (error) {
+      if (!isMarketplaceError(error)) {
+        next(new InternalError({ cause: error }));
+        return;
+      }
+      // The code is the whole story: header values and X-Signature never go to the log.
+      logger.warn({ code: error.code }, 'marketplace request signature rejected');
+      next(error);
+      return;
+    }
+
+    req[RAW_BODY] = body;
+    req.rawBody = body;
+    req.marketplaceSignature = verified;
+    if (body.length > 0) {
+      try {
+        req.body = parseJsonBody(req.headers['content-type'], body);
+      } catch (error) {
+        next(error);
+        return;
+      }
+    }
+    next();
+  }
+
+  return function marketplaceSignature(req: Request, _res: Response, next: NextFunction): void {
+    handle(req, next).catch((error: unknown) => next(error));
+  };
+}
+
+/**
+ * An Express error handler for standalone use of {@link verifySignature}: renders any
+ * {@link MarketplaceError} as `status` with `{"message": ...}` and passes anything else on.
+ * The provider router has its own; mount this one only when you use the middleware alone.
+ *
+ * @example
+ * ```ts
+ * app.use('/marketplace', verifySignature(), routes, errorResponder());
+ * ```
+ */
+export function errorResponder(): (error: unknown, req: Request, res: Response, next: NextFunction) => void {
+  return (error, _req, res, next) => {
+    if (res.headersSent || !isMarketplaceError(error)) {
+      next(error);
+      return;
+    }
+    res.status(error.status).json({ message: error.message });
+  };
+}
+
+const DANGEROUS_KEY = /__proto__|constructor|prototype|\\u/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * JSON body to a value with no `__proto__`, `constructor` or `prototype` keys at any depth, so that
+ * a later merge into an object cannot reach a prototype. The reviver costs a call per value, so it
+ * runs only when the text could spell such a key (also through `\u` escapes).
+ */
+function parseJsonBody(contentType: string | undefined, body: Buffer): unknown {
+  if (contentType !== undefined && !isJsonType(contentType)) throw new UnsupportedMediaTypeError();
+  let text: string;
+  try {
+    text = utf8.decode(body);
+    return DANGEROUS_KEY.test(text) ? JSON.parse(text, dropDangerousKeys) : JSON.parse(text);
+  } catch (error) {
+    throw new BadRequestError('Request body is not valid JSON', 'ERR_BAD_REQUEST', { cause: error });
+  }
+}
+
+function dropDangerousKeys(key: string, value: unknown): unknown {
+  return key === '__proto__' || key === 'constructor' || key === 'prototype' ? undefined : value;
+}
+
+function isJsonType(contentType: string): boolean {
+  const semicolon = contentType.indexOf(';');
+  const type = (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+function readVerifier(opts: Record<string, unknown>): Verifier {
+  const given = opts.verifier;
+  if (given === undefined) {
+    const verifierOptions: Record<string, unknown> = {};
+    for (const key of VERIFIER_OPTIONS) if (opts[key] !== undefined) verifierOptions[key] = opts[key];
+    return createVerifier(verifierOptions as VerifierOptions);
+  }
+  if (typeof given !== 'object' || given === null || typeof (given as Partial<Verifier>).verify !== 'function') {
+    throw new InvalidOptionsError(`${FACTORY}: option "verifier" must be a verifier from createVerifier()`);
+  }
+  const clash = VERIFIER_OPTIONS.find((key) => opts[key] !== undefined);
+  if (clash !== undefined) {
+    throw new InvalidOptionsError(`${FACTORY}: option "${clash}" cannot be combined with "verifier"; pass it to createVerifier() instead`);
+  }
+  return given as Verifier;
+}
+
+function readBodyLimit(value: unknown): number {
+  if (value === undefined) return DEFAULT_BODY_LIMIT;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidOptionsError(`${FACTORY}: option "bodyLimit" must be a non-negative integer number of bytes`);
+  }
+  return value;
+}

@@ -1,0 +1,199 @@
+import type { KeyObject } from 'node:crypto';
+import { InvalidOptionsError, SignatureError } from '../errors.js';
+import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
+import { decodeBase64Any, encodeBase64Url } from './base64.js';
+import { canonicalRequest, type HeaderValue, type RequestHeaders } from './canonicalize.js';
+import { importPublicKey, isWeakPublicKey, PUBLIC_KEY_BYTES, verifyEd25519 } from './ed25519.js';
+import { parseDate, parseSignature, parseSignedHeaders, type ParsedSignature } from './parse.js';
+
+/** The marketplace's production master public key (base64url), the default of `masterKey`. */
+export const PRODUCTION_MASTER_PUBLIC_KEY = 'PtISNzqQmQPBxNlUw3CdxsWczXbIwyExxlkRqZ7E690';
+/** Allowed distance between a request's Date and the verifier's clock: 5 minutes (interface section 8). */
+export const DEFAULT_TOLERANCE_MS = 300_000;
+/** Endorsed live keys remembered by default. */
+export const DEFAULT_ENDORSEMENT_CACHE_SIZE = 1024;
+
+/** Options of {@link createVerifier}. Every one is optional. */
+export interface VerifierOptions {
+  /** Master public key, 32 bytes in base64url or base64 (padded or not). Default {@link PRODUCTION_MASTER_PUBLIC_KEY}. */
+  masterKey?: string | Uint8Array;
+  /** The clock. Default `() => new Date()`. */
+  now?: () => Date | number;
+  /** Largest accepted distance between Date and `now()`, either way, in ms. Default 300 000; `0` means exact. */
+  toleranceMs?: number;
+  /**
+   * The Host the marketplace addresses (`api.example.com` or `host:port`), for deployments behind a
+   * proxy that rewrites Host: the canonical `host` line then uses this value, not the received header.
+   */
+  publicHost?: string;
+  /** How many endorsed live keys to remember (LRU). Default 1024; `0` verifies the endorsement every time. */
+  endorsementCacheSize?: number;
+}
+
+/** A request to verify, framework-free. */
+export interface SignedRequest {
+  /** HTTP method (`PUT`). */
+  method: string;
+  /** Path and raw query exactly as on the wire (`req.originalUrl` in Express). */
+  url: string;
+  /** Headers keyed by lowercase name, arrays for repeats (`req.headers` or `req.headersDistinct`). */
+  headers: RequestHeaders;
+  /** Body bytes exactly as received; absent means empty. */
+  body?: Uint8Array;
+}
+
+/** What a successful verification established. */
+export interface VerifiedRequest {
+  /** The live key that signed the request (base64url). */
+  livePublicKey: string;
+  /** The headers the signature covers, as listed in X-Signed-Headers. */
+  signedHeaders: string[];
+  /** The request's Date. */
+  date: Date;
+}
+
+/** Verifies marketplace request signatures; see {@link createVerifier}. */
+export interface Verifier {
+  /**
+   * Resolves when the request carries a valid signature chain and a fresh Date; rejects with a
+   * {@link SignatureError} (status 401, stable `code`, safe message) otherwise.
+   */
+  verify(request: SignedRequest): Promise<VerifiedRequest>;
+  /** The master public key in use (base64url). */
+  readonly masterPublicKey: string;
+  /** How many endorsed live keys are cached now (never more than `endorsementCacheSize`). */
+  cachedEndorsements(): number;
+}
+
+const FACTORY = 'createVerifier';
+const KNOWN_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
+const HOST = /^[\x21-\x7e]+$/;
+
+/**
+ * Creates a verifier for requests signed by the marketplace (interface section 5.2): X-Signature
+ * carries the request signature, the live public key and the master key's signature of that key.
+ *
+ * The master key is imported once. An endorsed live key is remembered in a bounded LRU cache keyed
+ * by the key and its endorsement, so a steady stream costs one Ed25519 verification per request.
+ * Only successful endorsements enter the cache: forging an entry needs the master key, so an
+ * attacker can neither poison it nor churn it cheaply. Verifications run on libuv's thread pool.
+ *
+ * @throws {InvalidOptionsError} at construction for an unknown option, a bad key or a negative tolerance.
+ * @example
+ * ```ts
+ * const verifier = createVerifier({ masterKey: process.env.MARKETPLACE_MASTER_KEY });
+ * const { livePublicKey } = await verifier.verify({ method: 'PUT', url: '/v1/resources/abc', headers, body });
+ * ```
+ */
+export function createVerifier(options: VerifierOptions = {}): Verifier {
+  const opts = asOptionsObject(FACTORY, options);
+  rejectUnknownKeys(FACTORY, opts, KNOWN_OPTIONS);
+  const masterRaw = readMasterKey(opts.masterKey);
+  const masterKey = importPublicKey(masterRaw);
+  const now = optionalFunction<() => Date | number>(FACTORY, opts, 'now') ?? (() => Date.now());
+  const toleranceMs = optionalPositiveNumber(FACTORY, opts, 'toleranceMs', { allowZero: true }) ?? DEFAULT_TOLERANCE_MS;
+  const publicHost = readPublicHost(opts.publicHost);
+  const cache = new EndorsementCache(readCacheSize(opts.endorsementCacheSize));
+
+  async function endorsedKey(signature: ParsedSignature): Promise<KeyObject> {
+    const cached = cache.get(signature.endorsementText);
+    if (cached !== undefined) return cached;
+    if (isWeakPublicKey(signature.livePublicKey) || !(await verifyEd25519(signature.livePublicKey, masterKey, signature.endorsement))) {
+      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key');
+    }
+    let key: KeyObject;
+    try {
+      key = importPublicKey(signature.livePublicKey);
+    } catch (error) {
+      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key', { cause: error });
+    }
+    cache.set(signature.endorsementText, key);
+    return key;
+  }
+
+  async function verify(request: SignedRequest): Promise<VerifiedRequest> {
+    const { headers } = request;
+    const signature = parseSignature(header(headers, 'x-signature'));
+    const signedHeaders = parseSignedHeaders(header(headers, 'x-signed-headers'));
+    if (!signedHeaders.includes('date') || !signedHeaders.includes('host')) {
+      throw new SignatureError('ERR_REQUIRED_HEADER_UNSIGNED', 'X-Signed-Headers must include date and host');
+    }
+    const date = parseDate(header(headers, 'date'));
+    const clock = now();
+    const skew = Math.abs((typeof clock === 'number' ? clock : clock.getTime()) - date.getTime());
+    // Written so that a NaN from a broken clock fails closed.
+    if (!(skew <= toleranceMs)) throw new SignatureError('ERR_DATE_STALE', 'Request Date is too far from the current time');
+    const data = canonicalRequest({ method: request.method, url: request.url, headers, body: request.body, signedHeaders, hostOverride: publicHost });
+    const liveKey = await endorsedKey(signature);
+    if (!(await verifyEd25519(data, liveKey, signature.requestSignature))) {
+      throw new SignatureError('ERR_REQUEST_SIGNATURE_INVALID', 'Request signature does not match the request');
+    }
+    return { livePublicKey: signature.endorsementText.slice(0, signature.endorsementText.indexOf(' ')), signedHeaders, date };
+  }
+
+  return {
+    verify,
+    masterPublicKey: encodeBase64Url(masterRaw),
+    cachedEndorsements: () => cache.size,
+  };
+}
+
+function header(headers: RequestHeaders, name: string): HeaderValue {
+  return Object.hasOwn(headers, name) ? headers[name] : undefined;
+}
+
+function readMasterKey(value: unknown): Buffer {
+  if (value === undefined) return decodeBase64Any(PRODUCTION_MASTER_PUBLIC_KEY)!;
+  const raw = typeof value === 'string' ? decodeBase64Any(value.trim()) : value instanceof Uint8Array ? Buffer.from(value) : undefined;
+  if (raw?.length !== PUBLIC_KEY_BYTES || isWeakPublicKey(raw)) {
+    throw new InvalidOptionsError(`${FACTORY}: option "masterKey" must be a 32-byte Ed25519 public key in base64url or base64 (the marketplace's master public key)`);
+  }
+  return raw;
+}
+
+function readPublicHost(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !HOST.test(value)) {
+    throw new InvalidOptionsError(`${FACTORY}: option "publicHost" must be the Host the marketplace addresses, such as "api.example.com" or "api.example.com:8443"`);
+  }
+  return value;
+}
+
+function readCacheSize(value: unknown): number {
+  if (value === undefined) return DEFAULT_ENDORSEMENT_CACHE_SIZE;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidOptionsError(`${FACTORY}: option "endorsementCacheSize" must be a non-negative integer (0 turns the cache off)`);
+  }
+  return value;
+}
+
+/** Least-recently-used map of endorsement text to the imported live key. */
+class EndorsementCache {
+  private readonly entries = new Map<string, KeyObject>();
+  constructor(private readonly capacity: number) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(key: string): KeyObject | undefined {
+    const value = this.entries.get(key);
+    if (value !== undefined && this.entries.size > 1) {
+      // Map keeps insertion order: re-inserting marks the entry most recently used.
+      this.entries.delete(key);
+      this.entries.set(key, value);
+    }
+    return value;
+  }
+
+  set(key: string, value: KeyObject): void {
+    if (this.capacity === 0) return;
+    this.entries.delete(key);
+    while (this.entries.size >= this.capacity) {
+      const oldest = this.entries.keys().next();
+      if (oldest.done === true) break;
+      this.entries.delete(oldest.value);
+    }
+    this.entries.set(key, value);
+  }
+}

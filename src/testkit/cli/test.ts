@@ -1,0 +1,123 @@
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { InvalidOptionsError } from '../../errors.js';
+import { formatCase, formatHeader, formatSummary, shouldColor } from '../acceptance/format.js';
+import { effectiveFeatures, runAcceptance } from '../acceptance/run.js';
+import { FEATURES, type Feature } from '../acceptance/types.js';
+import { durationOption, EXIT, loadMasterKey, parse, portOption, UsageError, type CliIo } from './io.js';
+
+/** Where the fake connector listens unless --connector-port says otherwise. */
+export const DEFAULT_CONNECTOR_PORT = 4568;
+/** The provider URL when none is given: the example provider's. */
+export const DEFAULT_PROVIDER_URL = 'http://127.0.0.1:4567';
+
+export const TEST_USAGE = `Usage: embedded-marketplace test [options] [URL]
+
+Runs the marketplace acceptance suite against the provider at URL (default ${DEFAULT_PROVIDER_URL}),
+signing with ./masterkey.json. The provider must run with MASTER_PUBLIC_KEY set to that file's
+public key and, for single sign-on and callbacks, CONNECTOR_URL=http://127.0.0.1:<connector port>
+with the same CLIENT_ID and CLIENT_SECRET as given here.
+
+  --product NAME          product label to provision (required)
+  --plan NAME             plan label to provision (required)
+  --new-plan NAME         a second plan: plan change and plan conflict (required unless --exclude plan-change)
+  --region NAME           region (default all::global)
+  --credential MODE       single (rotation replaces) or multiple (rotation swaps; default)
+  --client-id ID          the provider's connector client id (default $CLIENT_ID)
+  --client-secret SECRET  the provider's connector client secret (default $CLIENT_SECRET)
+  --connector-port PORT   port of the fake connector on 127.0.0.1 (default ${DEFAULT_CONNECTOR_PORT})
+  --exclude FEATURE       leave out a feature and those depending on it (repeatable, or comma-separated):
+                          ${FEATURES.join(', ')}
+  --conflict-product NAME a second real product, to check the product conflict strictly
+  --conflict-region NAME  a second real region, to check the region conflict strictly
+  --callback-timeout DUR  how long to wait for a callback after a 202 (default 60s; e.g. 90s, 5m)
+  --json FILE             also write the report as JSON to FILE ("-" for stdout; the progress then goes to stderr)
+  --master-key FILE       the master key file (default ./masterkey.json)
+
+Exit status: 0 when every case passed, 1 when one failed, 2 for a usage or setup error.
+`;
+
+/** `test`: the acceptance run with terminal output; the exit status says whether it passed. */
+export async function testCommand(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parse(args, {
+    product: { type: 'string' },
+    plan: { type: 'string' },
+    'new-plan': { type: 'string' },
+    region: { type: 'string' },
+    credential: { type: 'string' },
+    'client-id': { type: 'string' },
+    'client-secret': { type: 'string' },
+    'connector-port': { type: 'string' },
+    exclude: { type: 'string', multiple: true },
+    'conflict-product': { type: 'string' },
+    'conflict-region': { type: 'string' },
+    'callback-timeout': { type: 'string' },
+    json: { type: 'string' },
+    'master-key': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help === true) {
+    io.stdout.write(TEST_USAGE);
+    return EXIT.ok;
+  }
+  if (positionals.length > 1) throw new UsageError(`test takes one URL, got ${positionals.length} arguments`);
+  const url = positionals[0] ?? DEFAULT_PROVIDER_URL;
+  if (values.product === undefined || values.plan === undefined) throw new UsageError('--product and --plan are required (the product and plan to provision)');
+  const credential = values.credential ?? 'multiple';
+  if (credential !== 'single' && credential !== 'multiple') throw new UsageError('--credential must be single or multiple');
+  const exclude = (values.exclude ?? []).flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e.length > 0);
+  for (const feature of exclude) {
+    if (!(FEATURES as readonly string[]).includes(feature)) throw new UsageError(`--exclude ${feature}: unknown feature; use one of ${FEATURES.join(', ')}`);
+  }
+  const connectorPort = portOption(values['connector-port'], '--connector-port', DEFAULT_CONNECTOR_PORT);
+  const callbackTimeoutMs = durationOption(values['callback-timeout'], '--callback-timeout', 60_000);
+  const clientId = values['client-id'] ?? io.env.CLIENT_ID;
+  const clientSecret = values['client-secret'] ?? io.env.CLIENT_SECRET;
+  const key = loadMasterKey(io, values['master-key']);
+
+  const jsonToStdout = values.json === '-';
+  const out = jsonToStdout ? io.stderr : io.stdout;
+  const format = { color: shouldColor(out, io.env) };
+  const features = effectiveFeatures(exclude as Feature[]);
+  let report;
+  try {
+    out.write(`${formatHeader({
+      url,
+      connectorUrl: `http://127.0.0.1:${connectorPort}`,
+      product: values.product,
+      plan: values.plan,
+      newPlan: values['new-plan'],
+      region: values.region ?? 'all::global',
+      credential,
+      excluded: FEATURES.filter((f) => !features.includes(f)),
+    }, format)}\n\n`);
+    report = await runAcceptance({
+      url,
+      masterPrivateKey: key.privateKey,
+      product: values.product,
+      plan: values.plan,
+      ...(values['new-plan'] === undefined ? {} : { newPlan: values['new-plan'] }),
+      ...(values.region === undefined ? {} : { region: values.region }),
+      ...(values['conflict-product'] === undefined ? {} : { conflictProduct: values['conflict-product'] }),
+      ...(values['conflict-region'] === undefined ? {} : { conflictRegion: values['conflict-region'] }),
+      credential,
+      ...(clientId === undefined ? {} : { clientId }),
+      ...(clientSecret === undefined ? {} : { clientSecret }),
+      connectorPort,
+      exclude: exclude as Feature[],
+      callbackTimeoutMs,
+      onCase: (result) => out.write(`${formatCase(result, format)}\n`),
+      onProgress: (note) => out.write(`      ${format.color ? `\u001b[2m… ${note}\u001b[0m` : `… ${note}`}\n`),
+    });
+  } catch (err) {
+    if (err instanceof InvalidOptionsError) throw new UsageError(err.message.replace(/^runAcceptance: /, ''));
+    throw err;
+  }
+  out.write(`\n${formatSummary(report, format)}\n`);
+  if (values.json !== undefined) {
+    const text = `${JSON.stringify(report, null, 2)}\n`;
+    if (jsonToStdout) io.stdout.write(text);
+    else writeFileSync(resolve(io.cwd, values.json), text);
+  }
+  return report.passed ? EXIT.ok : EXIT.failed;
+}

@@ -1,0 +1,720 @@
+/**
+ * The store conformance suite: every rule the Store doc comments (src/store/types.ts) state, checked
+ * against one adapter. Run it from a `*.test.ts` file for each adapter:
+ *
+ * ```ts
+ * storeContract('my store', async () => {
+ *   const store = await openMyStore();
+ *   return { store, cleanup: () => store.close() };
+ * });
+ * ```
+ *
+ * `makeStore` is called once per test and must hand back an empty store.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { LeaseLostError, NotFoundError } from '../../src/errors.js';
+import type {
+  ClaimInput,
+  CredentialRecord,
+  DeliveryRecord,
+  NewDelivery,
+  OperationRecord,
+  OperationRequest,
+  ResourceRecord,
+  Store,
+} from '../../src/store/types.js';
+
+export interface StoreUnderTest {
+  store: Store;
+  cleanup(): Promise<void>;
+}
+
+export interface StoreContractOptions {
+  /** A reason to skip the whole suite (e.g. the database server is absent), or false. */
+  skip?: string | false;
+}
+
+const T0 = 1_700_000_000_000;
+const LEASE = 30_000;
+const FOREVER = Number.MAX_SAFE_INTEGER;
+
+const provisionRequest: OperationRequest = {
+  kind: 'provision',
+  product: 'bonnets',
+  plan: 'small',
+  region: 'aws::us-east-1',
+  features: { seats: 3, sso: true, tier: 'gold' },
+};
+
+function claimInput(overrides: Partial<ClaimInput> = {}): ClaimInput {
+  return {
+    key: 'resource:r1',
+    kind: 'provision',
+    targetId: 'r1',
+    fingerprint: 'bonnets|small|aws::us-east-1',
+    request: provisionRequest,
+    owner: 'owner-a',
+    now: T0,
+    leaseMs: LEASE,
+    ...overrides,
+  };
+}
+
+function resource(id: string, overrides: Partial<ResourceRecord> = {}): ResourceRecord {
+  return {
+    id,
+    product: 'bonnets',
+    plan: 'small',
+    region: 'aws::us-east-1',
+    features: { seats: 3, sso: true, tier: 'gold' },
+    message: `Resource ${id} is ready`,
+    createdAt: T0,
+    updatedAt: T0,
+    ...overrides,
+  };
+}
+
+function credential(id: string, resourceId: string, overrides: Partial<CredentialRecord> = {}): CredentialRecord {
+  return {
+    id,
+    resourceId,
+    values: { BONNETS_URL: `https://user-${id}:secret-${id}@bonnets.example/${resourceId}` },
+    message: `Credentials ${id} ready`,
+    createdAt: T0,
+    ...overrides,
+  };
+}
+
+function delivery(id: string, overrides: Partial<NewDelivery> = {}): NewDelivery {
+  return {
+    id,
+    callbackId: `cb-${id}`,
+    url: `https://connector.example/v1/callbacks/cb-${id}`,
+    payload: { state: 'done', message: `Operation ${id} finished` },
+    createdAt: T0,
+    deadlineAt: T0 + 86_400_000,
+    ...overrides,
+  };
+}
+
+async function claimed(store: Store, input: ClaimInput): Promise<OperationRecord> {
+  const result = await store.claimOperation(input);
+  assert.equal(result.outcome, 'claimed', `expected to claim ${input.key}`);
+  return result.operation;
+}
+
+async function putResource(store: Store, record: ResourceRecord): Promise<void> {
+  const op = await claimed(store, claimInput({ key: `resource:${record.id}`, targetId: record.id, now: record.updatedAt }));
+  await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: record } });
+}
+
+async function putCredential(store: Store, record: CredentialRecord): Promise<void> {
+  const op = await claimed(
+    store,
+    claimInput({ key: `credential:${record.id}`, kind: 'provisionCredentials', targetId: record.id, request: { kind: 'provisionCredentials', resourceId: record.resourceId } }),
+  );
+  await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: record } });
+}
+
+async function enqueue(store: Store, record: NewDelivery): Promise<void> {
+  const op = await claimed(store, claimInput({ key: `resource:for-${record.id}`, targetId: `for-${record.id}` }));
+  await store.commitOperation(op.key, op.token, { mutation: { type: 'none' }, delivery: record });
+}
+
+const ids = (records: readonly { id: string }[]): string[] => records.map((r) => r.id);
+const sortedIds = (records: readonly { id: string }[]): string[] => ids(records).sort();
+
+/** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
+export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
+  // Skipped test by test (not only the suite) so that the runner's summary counts them as skipped.
+  const skip = options.skip ?? false;
+  function test(title: string, body: (store: Store) => Promise<void>): void {
+    it(title, { skip }, async () => {
+      const { store, cleanup } = await makeStore();
+      try {
+        await body(store);
+      } finally {
+        await cleanup();
+      }
+    });
+  }
+
+  describe(`store contract: ${name}`, () => {
+    describe('reads', () => {
+      test('an empty store finds nothing', async (store) => {
+        assert.equal(typeof store.kind, 'string');
+        assert.equal(await store.getResource('r1'), undefined);
+        assert.equal(await store.getCredential('c1'), undefined);
+        assert.deepEqual(await store.listCredentials('r1'), []);
+        assert.equal(await store.getOperation('resource:r1'), undefined);
+        assert.deepEqual(await store.listPendingOperations(10), []);
+        assert.deepEqual(await store.listDeliveries(), []);
+        assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, {});
+        assert.equal(await store.hasUsage('r1', 0, FOREVER), false);
+        assert.equal(await store.pruneUsage(FOREVER), 0);
+      });
+    });
+
+    describe('operations: claim', () => {
+      test('a first claim takes the key with a fresh running record', async (store) => {
+        const result = await store.claimOperation(claimInput());
+        assert.equal(result.outcome, 'claimed');
+        const op = result.operation;
+        assert.equal(typeof op.token, 'string');
+        assert.ok(op.token.length >= 16, 'the fencing token is not guessable');
+        assert.deepEqual(op, {
+          key: 'resource:r1',
+          kind: 'provision',
+          targetId: 'r1',
+          fingerprint: 'bonnets|small|aws::us-east-1',
+          state: 'running',
+          token: op.token,
+          owner: 'owner-a',
+          leaseExpiresAt: T0 + LEASE,
+          request: provisionRequest,
+          createdAt: T0,
+        });
+        assert.deepEqual(await store.getOperation('resource:r1'), op);
+      });
+
+      test('a live running claim makes any other claim busy, whatever its fingerprint', async (store) => {
+        const first = await claimed(store, claimInput());
+        for (const fingerprint of [first.fingerprint, 'something|else']) {
+          const again = await store.claimOperation(claimInput({ fingerprint, owner: 'owner-b', now: T0 + LEASE - 1 }));
+          assert.equal(again.outcome, 'busy');
+          assert.deepEqual(again.operation, first);
+        }
+        assert.deepEqual(await store.getOperation('resource:r1'), first);
+      });
+
+      test('keys are independent', async (store) => {
+        const a = await claimed(store, claimInput());
+        const b = await claimed(store, claimInput({ key: 'credential:r1', kind: 'provisionCredentials', request: { kind: 'provisionCredentials', resourceId: 'r0' } }));
+        assert.notEqual(a.token, b.token);
+      });
+
+      test('a lapsed lease is taken over with a new token; the old token then holds nothing', async (store) => {
+        const old = await claimed(store, claimInput());
+        // Live while leaseExpiresAt > now: at exactly leaseExpiresAt it has lapsed.
+        assert.equal((await store.claimOperation(claimInput({ now: old.leaseExpiresAt - 1 }))).outcome, 'busy');
+        const takeover = await store.claimOperation(
+          claimInput({ owner: 'owner-b', fingerprint: 'bonnets|large|aws::us-east-1', now: old.leaseExpiresAt, leaseMs: 5_000 }),
+        );
+        assert.equal(takeover.outcome, 'claimed');
+        const fresh = takeover.operation;
+        assert.notEqual(fresh.token, old.token);
+        assert.equal(fresh.owner, 'owner-b');
+        assert.equal(fresh.fingerprint, 'bonnets|large|aws::us-east-1');
+        assert.equal(fresh.createdAt, old.leaseExpiresAt);
+        assert.equal(fresh.leaseExpiresAt, old.leaseExpiresAt + 5_000);
+
+        assert.equal(await store.renewOperation(old.key, old.token, T0 + 10 * LEASE), false);
+        await assert.rejects(store.markOperationPending(old.key, old.token, { message: 'Working on it', deadlineAt: FOREVER }), LeaseLostError);
+        await assert.rejects(store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') } }), LeaseLostError);
+        await store.releaseOperation(old.key, old.token);
+        assert.deepEqual(await store.getOperation('resource:r1'), fresh, 'the new holder is untouched by the old token');
+        assert.equal(await store.getResource('r1'), undefined);
+      });
+
+      test('50 concurrent claims of one key: exactly one is claimed, the others see it busy', async (store) => {
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.claimOperation(claimInput({ owner: `owner-${i}` }))));
+        const winners = results.filter((r) => r.outcome === 'claimed');
+        assert.equal(winners.length, 1);
+        const token = winners[0]!.operation.token;
+        for (const result of results) assert.equal(result.operation.token, token);
+        assert.equal((await store.getOperation('resource:r1'))?.token, token);
+      });
+    });
+
+    describe('operations: renew and release', () => {
+      test('renew extends a running claim and answers false for a token that does not hold it', async (store) => {
+        const op = await claimed(store, claimInput());
+        assert.equal(await store.renewOperation(op.key, op.token, T0 + 2 * LEASE), true);
+        assert.equal((await store.getOperation(op.key))?.leaseExpiresAt, T0 + 2 * LEASE);
+        assert.equal((await store.claimOperation(claimInput({ now: T0 + LEASE }))).outcome, 'busy', 'the renewed lease still holds');
+        assert.equal(await store.renewOperation(op.key, 'not-the-token', FOREVER), false);
+        assert.equal(await store.renewOperation('resource:nobody', op.token, FOREVER), false);
+        assert.equal((await store.getOperation(op.key))?.leaseExpiresAt, T0 + 2 * LEASE);
+        assert.equal((await store.claimOperation(claimInput({ now: T0 + 2 * LEASE }))).outcome, 'claimed');
+      });
+
+      test('renew does not apply to a pending operation', async (store) => {
+        const op = await claimed(store, claimInput());
+        await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
+        assert.equal(await store.renewOperation(op.key, op.token, FOREVER), false);
+      });
+
+      test('release drops the claim; a wrong token is a no-op', async (store) => {
+        const op = await claimed(store, claimInput());
+        await store.releaseOperation(op.key, 'not-the-token');
+        await store.releaseOperation('resource:nobody', op.token);
+        assert.deepEqual(await store.getOperation(op.key), op);
+        await store.releaseOperation(op.key, op.token);
+        assert.equal(await store.getOperation(op.key), undefined);
+        assert.equal((await store.claimOperation(claimInput({ now: T0 + 1 }))).outcome, 'claimed');
+      });
+    });
+
+    describe('operations: pending', () => {
+      test('markOperationPending turns the claim pending with its 202 message, callback and deadline', async (store) => {
+        const op = await claimed(store, claimInput());
+        const pending = await store.markOperationPending(op.key, op.token, {
+          message: 'Provisioning started — we will call back',
+          callbackId: 'cb1',
+          callbackUrl: 'https://connector.example/v1/callbacks/cb1',
+          deadlineAt: T0 + 86_400_000,
+        });
+        assert.deepEqual(pending, {
+          ...op,
+          state: 'pending',
+          message: 'Provisioning started — we will call back',
+          callbackId: 'cb1',
+          callbackUrl: 'https://connector.example/v1/callbacks/cb1',
+          deadlineAt: T0 + 86_400_000,
+        });
+        assert.deepEqual(await store.getOperation(op.key), pending);
+      });
+
+      test('without callback headers the callback fields stay absent', async (store) => {
+        const op = await claimed(store, claimInput());
+        const pending = await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
+        assert.equal('callbackId' in pending, false);
+        assert.equal('callbackUrl' in pending, false);
+        const stored = await store.getOperation(op.key);
+        assert.equal(stored !== undefined && 'callbackId' in stored, false);
+      });
+
+      test('a stale token cannot mark pending', async (store) => {
+        await assert.rejects(store.markOperationPending('resource:r1', 'nobody', { message: 'Provisioning started', deadlineAt: FOREVER }), LeaseLostError);
+        const op = await claimed(store, claimInput());
+        await assert.rejects(store.markOperationPending(op.key, 'wrong', { message: 'Provisioning started', deadlineAt: FOREVER }), LeaseLostError);
+        assert.equal((await store.getOperation(op.key))?.state, 'running');
+      });
+
+      test('a pending operation holds the key past its lease until its deadline, then a claim replaces it whole', async (store) => {
+        const op = await claimed(store, claimInput());
+        const deadlineAt = T0 + 10 * LEASE;
+        await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', callbackId: 'cb1', callbackUrl: 'https://c.example/cb1', deadlineAt });
+        const busy = await store.claimOperation(claimInput({ now: deadlineAt - 1 }));
+        assert.equal(busy.outcome, 'busy');
+        assert.equal(busy.operation.state, 'pending');
+        assert.equal(busy.operation.message, 'Provisioning started');
+
+        const again = await store.claimOperation(claimInput({ now: deadlineAt, owner: 'owner-b', fingerprint: 'fresh' }));
+        assert.equal(again.outcome, 'claimed');
+        assert.deepEqual(again.operation, {
+          key: op.key,
+          kind: 'provision',
+          targetId: 'r1',
+          fingerprint: 'fresh',
+          state: 'running',
+          token: again.operation.token,
+          owner: 'owner-b',
+          leaseExpiresAt: deadlineAt + LEASE,
+          request: provisionRequest,
+          createdAt: deadlineAt,
+        });
+        assert.notEqual(again.operation.token, op.token);
+        assert.deepEqual(await store.getOperation(op.key), again.operation);
+      });
+
+      test('the token of a pending operation completes it (commit) or abandons it (release)', async (store) => {
+        const a = await claimed(store, claimInput());
+        await store.markOperationPending(a.key, a.token, { message: 'Provisioning started', deadlineAt: FOREVER });
+        await store.commitOperation(a.key, a.token, { mutation: { type: 'putResource', resource: resource('r1') } });
+        assert.equal(await store.getOperation(a.key), undefined);
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
+
+        const b = await claimed(store, claimInput({ key: 'resource:r2', targetId: 'r2' }));
+        await store.markOperationPending(b.key, b.token, { message: 'Provisioning started', deadlineAt: FOREVER });
+        await store.releaseOperation(b.key, b.token);
+        assert.equal(await store.getOperation(b.key), undefined);
+      });
+
+      test('listPendingOperations lists pending ones only, oldest first, up to the limit', async (store) => {
+        for (const [id, at] of [['p2', T0 + 2], ['p0', T0], ['p1', T0 + 1]] as const) {
+          const op = await claimed(store, claimInput({ key: `resource:${id}`, targetId: id, now: at }));
+          await store.markOperationPending(op.key, op.token, { message: `Pending ${id}`, deadlineAt: FOREVER });
+        }
+        await claimed(store, claimInput({ key: 'resource:running', targetId: 'running', now: T0 - 5 }));
+        const all = await store.listPendingOperations(10);
+        assert.deepEqual(
+          all.map((op) => op.targetId),
+          ['p0', 'p1', 'p2'],
+        );
+        for (const op of all) assert.equal(op.state, 'pending');
+        assert.deepEqual(
+          (await store.listPendingOperations(2)).map((op) => op.targetId),
+          ['p0', 'p1'],
+        );
+      });
+    });
+
+    describe('operations: commit', () => {
+      test("'none' only releases the operation", async (store) => {
+        const op = await claimed(store, claimInput());
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'none' } });
+        assert.equal(await store.getOperation(op.key), undefined);
+        assert.equal(await store.getResource('r1'), undefined);
+        assert.deepEqual(await store.listDeliveries(), []);
+      });
+
+      test("'putResource' stores the record and replaces it on a later commit", async (store) => {
+        await putResource(store, resource('r1'));
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
+        assert.equal(await store.getOperation('resource:r1'), undefined, 'the operation is released by the commit');
+
+        const op = await claimed(store, claimInput({ kind: 'changePlan', request: { kind: 'changePlan', plan: 'large', features: { seats: 10 } }, now: T0 + 5 }));
+        const changed = resource('r1', { plan: 'large', features: { seats: 10 }, updatedAt: T0 + 5 });
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: changed } });
+        assert.deepEqual(await store.getResource('r1'), changed);
+      });
+
+      test("'putCredential' stores a credential set under its resource", async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        assert.deepEqual(await store.getCredential('c1'), credential('c1', 'r1'));
+        assert.deepEqual(await store.listCredentials('r1'), [credential('c1', 'r1')]);
+        assert.equal(await store.getOperation('credential:c1'), undefined);
+      });
+
+      test("'putCredential' for a missing resource rejects with NotFoundError; nothing is written and the operation is still held", async (store) => {
+        const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r-missing' } }));
+        await assert.rejects(
+          store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r-missing') }, delivery: delivery('d1') }),
+          (error: unknown) => error instanceof NotFoundError && error.status === 404,
+        );
+        assert.equal(await store.getCredential('c1'), undefined);
+        assert.deepEqual(await store.listDeliveries(), []);
+        assert.deepEqual(await store.getOperation(op.key), op, 'the caller still holds the operation and releases it');
+        await store.releaseOperation(op.key, op.token);
+        assert.equal(await store.getOperation(op.key), undefined);
+      });
+
+      test("'putCredential' after the resource was deleted rejects with NotFoundError", async (store) => {
+        await putResource(store, resource('r1'));
+        const del = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
+        await store.commitOperation(del.key, del.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1' }));
+        await assert.rejects(store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), NotFoundError);
+        assert.equal(await store.getCredential('c1'), undefined);
+      });
+
+      test("'deleteResource' removes the resource and every credential of it, and only those", async (store) => {
+        await putResource(store, resource('r1'));
+        await putResource(store, resource('r2'));
+        await putCredential(store, credential('c1', 'r1'));
+        await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 1 }));
+        await putCredential(store, credential('c3', 'r2'));
+        const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        assert.equal(await store.getResource('r1'), undefined);
+        assert.equal(await store.getCredential('c1'), undefined);
+        assert.equal(await store.getCredential('c2'), undefined);
+        assert.deepEqual(await store.listCredentials('r1'), []);
+        assert.deepEqual(await store.getResource('r2'), resource('r2'));
+        assert.deepEqual(await store.getCredential('c3'), credential('c3', 'r2'));
+      });
+
+      test("'deleteCredential' removes one credential set; deleting a missing one is harmless", async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        await putCredential(store, credential('c2', 'r1'));
+        for (const id of ['c1', 'c-missing']) {
+          const op = await claimed(store, claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' } }));
+          await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id } });
+          assert.equal(await store.getOperation(op.key), undefined);
+        }
+        assert.equal(await store.getCredential('c1'), undefined);
+        assert.deepEqual(ids(await store.listCredentials('r1')), ['c2']);
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
+      });
+
+      test("'deleteResource' of a missing resource is harmless", async (store) => {
+        const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        assert.equal(await store.getOperation(op.key), undefined);
+      });
+
+      test('a stale token rejects with LeaseLostError and writes nothing', async (store) => {
+        const old = await claimed(store, claimInput());
+        const fresh = await claimed(store, claimInput({ now: old.leaseExpiresAt, owner: 'owner-b' }));
+        await assert.rejects(
+          store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') }, delivery: delivery('d1') }),
+          LeaseLostError,
+        );
+        await assert.rejects(store.commitOperation('resource:never', 'nobody', { mutation: { type: 'none' } }), LeaseLostError);
+        assert.equal(await store.getResource('r1'), undefined);
+        assert.deepEqual(await store.listDeliveries(), []);
+        assert.deepEqual(await store.getOperation(old.key), fresh);
+      });
+
+      test('two concurrent commits with one token: exactly one applies', async (store) => {
+        const op = await claimed(store, claimInput());
+        const outcomes = await Promise.allSettled([
+          store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { plan: 'small' }) }, delivery: delivery('d1') }),
+          store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { plan: 'large' }) }, delivery: delivery('d2') }),
+        ]);
+        const fulfilled = outcomes.filter((o) => o.status === 'fulfilled');
+        assert.equal(fulfilled.length, 1);
+        const rejected = outcomes.find((o) => o.status === 'rejected');
+        assert.ok(rejected?.status === 'rejected' && rejected.reason instanceof LeaseLostError);
+        const winner = outcomes[0]!.status === 'fulfilled' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
+        assert.equal((await store.getResource('r1'))?.plan, winner.plan);
+        assert.deepEqual(ids(await store.listDeliveries()), [winner.delivery]);
+      });
+
+      test('a commit enqueues its delivery in the same step', async (store) => {
+        const record = delivery('d1', { payload: { state: 'done', message: 'Credentials ready', credentials: { BONNETS_URL: 'https://u:p@b.example/r1' } } });
+        await enqueue(store, record);
+        assert.deepEqual(await store.listDeliveries(), [{ ...record, state: 'pending', attempts: 0, nextAttemptAt: record.createdAt }]);
+      });
+    });
+
+    describe('credentials', () => {
+      test('listCredentials: the resource’s sets only, oldest first, ties by id', async (store) => {
+        await putResource(store, resource('r1'));
+        await putResource(store, resource('r2'));
+        await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 5 }));
+        await putCredential(store, credential('c3', 'r1', { createdAt: T0 + 1 }));
+        await putCredential(store, credential('c1', 'r1', { createdAt: T0 + 5 }));
+        await putCredential(store, credential('c0', 'r2', { createdAt: T0 }));
+        assert.deepEqual(ids(await store.listCredentials('r1')), ['c3', 'c1', 'c2']);
+        assert.deepEqual(ids(await store.listCredentials('r2')), ['c0']);
+        assert.deepEqual(await store.listCredentials('r-missing'), []);
+      });
+    });
+
+    describe('deliveries', () => {
+      test('claimDeliveries takes due ones, oldest first, up to the limit, and marks the claim', async (store) => {
+        await enqueue(store, delivery('d1', { createdAt: T0 }));
+        await enqueue(store, delivery('d2', { createdAt: T0 + 10 }));
+        await enqueue(store, delivery('d3', { createdAt: T0 + 20 }));
+        const first = await store.claimDeliveries({ owner: 'owner-a', now: T0 + 10, leaseMs: LEASE, limit: 1 });
+        assert.deepEqual(ids(first), ['d1']);
+        assert.equal(first[0]!.claimedBy, 'owner-a');
+        assert.equal(first[0]!.claimExpiresAt, T0 + 10 + LEASE);
+        const next = await store.claimDeliveries({ owner: 'owner-a', now: T0 + 10, leaseMs: LEASE, limit: 10 });
+        assert.deepEqual(ids(next), ['d2'], 'd3 is not due yet and d1 is held');
+        const listed = await store.listDeliveries();
+        assert.deepEqual(sortedIds(listed), ['d1', 'd2', 'd3']);
+        const d3 = listed.find((d) => d.id === 'd3')!;
+        assert.equal('claimedBy' in d3, false);
+      });
+
+      test('a live claim is exclusive; after it lapses another owner takes the delivery', async (store) => {
+        await enqueue(store, delivery('d1'));
+        const mine = await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 10 });
+        assert.deepEqual(ids(mine), ['d1']);
+        assert.deepEqual(await store.claimDeliveries({ owner: 'owner-b', now: T0 + LEASE - 1, leaseMs: LEASE, limit: 10 }), []);
+        const theirs = await store.claimDeliveries({ owner: 'owner-b', now: T0 + LEASE, leaseMs: LEASE, limit: 10 });
+        assert.deepEqual(ids(theirs), ['d1']);
+        assert.equal(theirs[0]!.claimedBy, 'owner-b');
+        // The first owner lost it: its completion changes nothing.
+        await store.completeDelivery('d1', 'owner-a');
+        assert.deepEqual(ids(await store.listDeliveries()), ['d1']);
+      });
+
+      test('two owners claiming at the same moment never get the same delivery', async (store) => {
+        for (let i = 0; i < 12; i++) await enqueue(store, delivery(`d${String(i).padStart(2, '0')}`, { createdAt: T0 + i }));
+        const [a, b] = await Promise.all([
+          store.claimDeliveries({ owner: 'owner-a', now: T0 + 100, leaseMs: LEASE, limit: 8 }),
+          store.claimDeliveries({ owner: 'owner-b', now: T0 + 100, leaseMs: LEASE, limit: 8 }),
+        ]);
+        const taken = [...ids(a), ...ids(b)];
+        assert.equal(new Set(taken).size, taken.length, 'no delivery went to both owners');
+        assert.equal(taken.length, 12);
+        for (const d of a) assert.equal(d.claimedBy, 'owner-a');
+        for (const d of b) assert.equal(d.claimedBy, 'owner-b');
+      });
+
+      test('completeDelivery removes it, only for the owner', async (store) => {
+        await enqueue(store, delivery('d1'));
+        await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 10 });
+        await store.completeDelivery('d1', 'owner-b');
+        assert.deepEqual(ids(await store.listDeliveries()), ['d1']);
+        await store.completeDelivery('d1', 'owner-a');
+        assert.deepEqual(await store.listDeliveries(), []);
+        await store.completeDelivery('d-missing', 'owner-a');
+      });
+
+      test('retryDelivery reschedules and releases the claim, only for the owner', async (store) => {
+        const record = delivery('d1');
+        await enqueue(store, record);
+        await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 10 });
+        await store.retryDelivery('d1', 'owner-b', { attempts: 9, nextAttemptAt: T0 + 1, lastError: 'not mine' });
+        assert.equal((await store.listDeliveries())[0]!.attempts, 0);
+
+        await store.retryDelivery('d1', 'owner-a', { attempts: 1, nextAttemptAt: T0 + 5_000, lastError: 'connector answered 500' });
+        assert.deepEqual(await store.listDeliveries(), [
+          { ...record, state: 'pending', attempts: 1, nextAttemptAt: T0 + 5_000, lastError: 'connector answered 500' },
+        ]);
+        assert.deepEqual(await store.claimDeliveries({ owner: 'owner-b', now: T0 + 4_999, leaseMs: LEASE, limit: 10 }), [], 'not due before nextAttemptAt');
+        const again = await store.claimDeliveries({ owner: 'owner-b', now: T0 + 5_000, leaseMs: LEASE, limit: 10 });
+        assert.deepEqual(ids(again), ['d1']);
+        assert.equal(again[0]!.attempts, 1);
+        assert.equal(again[0]!.lastError, 'connector answered 500');
+      });
+
+      test('failDelivery keeps it as failed, never claimed again, only for the owner', async (store) => {
+        const record = delivery('d1');
+        await enqueue(store, record);
+        await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 10 });
+        await store.failDelivery('d1', 'owner-b', 'not mine');
+        assert.equal((await store.listDeliveries())[0]!.state, 'pending');
+        await store.failDelivery('d1', 'owner-a', 'connector answered 409');
+        assert.deepEqual(await store.listDeliveries(), [
+          { ...record, state: 'failed', attempts: 0, nextAttemptAt: record.createdAt, lastError: 'connector answered 409' },
+        ]);
+        assert.deepEqual(await store.claimDeliveries({ owner: 'owner-b', now: FOREVER - LEASE, leaseMs: LEASE, limit: 10 }), []);
+      });
+    });
+
+    describe('usage', () => {
+      test('sumUsage totals by feature over [from, to), per resource', async (store) => {
+        await store.recordUsage([
+          { resourceId: 'r1', feature: 'requests', quantity: 1, at: T0 },
+          { resourceId: 'r1', feature: 'requests', quantity: 2, at: T0 + 999 },
+          { resourceId: 'r1', feature: 'requests', quantity: 4, at: T0 + 1000 },
+          { resourceId: 'r1', feature: 'storage_gb', quantity: 0.5, at: T0 + 500 },
+          { resourceId: 'r1', feature: 'constructor', quantity: 3, at: T0 + 1 },
+          { resourceId: 'r2', feature: 'requests', quantity: 100, at: T0 },
+        ]);
+        await store.recordUsage([]);
+        assert.deepEqual({ ...(await store.sumUsage('r1', T0, T0 + 1000)) }, { requests: 3, storage_gb: 0.5, constructor: 3 });
+        assert.deepEqual({ ...(await store.sumUsage('r1', T0 + 1, T0 + 1001)) }, { requests: 6, storage_gb: 0.5, constructor: 3 });
+        assert.deepEqual({ ...(await store.sumUsage('r1', T0 + 1000, T0 + 1000)) }, {});
+        assert.deepEqual({ ...(await store.sumUsage('r2', 0, FOREVER)) }, { requests: 100 });
+        assert.deepEqual({ ...(await store.sumUsage('r3', 0, FOREVER)) }, {});
+      });
+
+      test('hasUsage answers for [from, to) and the resource only', async (store) => {
+        await store.recordUsage([{ resourceId: 'r1', feature: 'requests', quantity: 0, at: T0 }]);
+        assert.equal(await store.hasUsage('r1', T0, T0 + 1), true, 'a zero quantity still counts as usage');
+        assert.equal(await store.hasUsage('r1', T0 - 10, T0), false, 'to is exclusive');
+        assert.equal(await store.hasUsage('r1', T0 + 1, FOREVER), false);
+        assert.equal(await store.hasUsage('r2', 0, FOREVER), false);
+      });
+
+      test('pruneUsage deletes entries before the bound and answers how many', async (store) => {
+        await store.recordUsage([
+          { resourceId: 'r1', feature: 'requests', quantity: 1, at: T0 - 1 },
+          { resourceId: 'r1', feature: 'requests', quantity: 2, at: T0 },
+          { resourceId: 'r2', feature: 'requests', quantity: 5, at: T0 - 100 },
+        ]);
+        assert.equal(await store.pruneUsage(T0), 2);
+        assert.equal(await store.pruneUsage(T0), 0);
+        assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, { requests: 2 });
+        assert.equal(await store.hasUsage('r2', 0, FOREVER), false);
+      });
+    });
+
+    describe('values', () => {
+      test('records are copies: changing what went in or came out changes nothing stored', async (store) => {
+        const input = resource('r1');
+        await putResource(store, input);
+        input.features.seats = 99;
+        input.plan = 'mutated';
+        const read = (await store.getResource('r1'))!;
+        read.features.tier = 'mutated';
+        read.message = 'mutated';
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
+
+        const cred = credential('c1', 'r1');
+        await putCredential(store, cred);
+        cred.values.BONNETS_URL = 'mutated';
+        const readCred = (await store.getCredential('c1'))!;
+        readCred.values.BONNETS_URL = 'mutated';
+        (await store.listCredentials('r1'))[0]!.values.BONNETS_URL = 'mutated';
+        assert.deepEqual(await store.getCredential('c1'), credential('c1', 'r1'));
+
+        const request: OperationRequest = { kind: 'provision', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 1 } };
+        const claim = await claimed(store, claimInput({ key: 'resource:r9', targetId: 'r9', request }));
+        (request.features as Record<string, unknown>).seats = 2;
+        (claim.request as { features: Record<string, unknown> }).features.seats = 3;
+        claim.state = 'pending';
+        const readOp = (await store.getOperation('resource:r9'))!;
+        readOp.fingerprint = 'mutated';
+        const stored = (await store.getOperation('resource:r9'))!;
+        assert.deepEqual(stored.request, { kind: 'provision', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 1 } });
+        assert.equal(stored.state, 'running');
+        assert.equal(stored.fingerprint, claim.fingerprint);
+        (await store.listPendingOperations(10)).forEach((op) => (op.message = 'mutated'));
+
+        const newDelivery = delivery('d1', { payload: { state: 'done', message: 'Credentials ready', credentials: { KEY: 'v' } } });
+        await enqueue(store, newDelivery);
+        newDelivery.payload.credentials!.KEY = 'mutated';
+        const [claimedDelivery] = await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 1 });
+        claimedDelivery!.payload.credentials!.KEY = 'mutated';
+        claimedDelivery!.attempts = 42;
+        const [listed] = await store.listDeliveries();
+        assert.deepEqual(listed!.payload, { state: 'done', message: 'Credentials ready', credentials: { KEY: 'v' } });
+        assert.equal(listed!.attempts, 0);
+        listed!.state = 'failed';
+        assert.equal((await store.listDeliveries())[0]!.state, 'pending');
+
+        const entries = [{ resourceId: 'r1', feature: 'requests', quantity: 1, at: T0 }];
+        await store.recordUsage(entries);
+        entries[0]!.quantity = 1000;
+        const totals = await store.sumUsage('r1', 0, FOREVER);
+        totals.requests = 5000;
+        assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, { requests: 1 });
+      });
+
+      test('values round-trip exactly: feature scalars, unicode, long and empty strings', async (store) => {
+        const features = {
+          int: 42,
+          negative: -7,
+          zero: 0,
+          fraction: 0.1,
+          large: 2 ** 53 - 1,
+          tiny: 5e-324,
+          yes: true,
+          no: false,
+          text: 'small',
+          empty: '',
+          unicode: 'ünïcødé ✓ 雪 🔑',
+          escapes: 'quote " backslash \\ newline \n tab \t nul \u0000',
+        };
+        const record = resource('r1', { features, message: 'Prêt — ready ✓' });
+        await putResource(store, record);
+        assert.deepEqual(await store.getResource('r1'), record);
+
+        const values = {
+          BONNETS_URL: 'https://us3r:pässwörd🔑@bonnets.example/r1?x=1&y=%20',
+          EMPTY: '',
+          LONG: 'x'.repeat(20_000),
+          SPECIAL: '\'";--\\\u0000\u2028',
+        };
+        const cred = credential('c1', 'r1', { values, message: 'Identifiants prêts ✓' });
+        await putCredential(store, cred);
+        assert.deepEqual(await store.getCredential('c1'), cred);
+
+        const request: OperationRequest = { kind: 'changePlan', plan: 'large', features };
+        const op = await claimed(store, claimInput({ kind: 'changePlan', request, fingerprint: 'large|ünï' }));
+        assert.deepEqual(op.request, request);
+        assert.deepEqual((await store.getOperation(op.key))!.request, request);
+        assert.equal((await store.getOperation(op.key))!.fingerprint, 'large|ünï');
+
+        const payload = { state: 'done' as const, message: 'Fertig ✓ 🔑', credentials: values };
+        await enqueue(store, delivery('d1', { payload }));
+        assert.deepEqual((await store.listDeliveries())[0]!.payload, payload);
+        const [taken] = await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 1 });
+        assert.deepEqual(taken!.payload, payload);
+
+        await store.recordUsage([{ resourceId: 'r1', feature: 'bytes', quantity: 2 ** 40, at: T0 }]);
+        assert.equal((await store.sumUsage('r1', 0, FOREVER)).bytes, 2 ** 40);
+      });
+
+      test('every delivery record field survives the store', async (store) => {
+        const record = delivery('d1', { createdAt: T0 + 7, deadlineAt: T0 + 86_400_007 });
+        await enqueue(store, record);
+        const [taken] = await store.claimDeliveries({ owner: 'owner-a', now: T0 + 7, leaseMs: LEASE, limit: 5 });
+        const expected: DeliveryRecord = { ...record, state: 'pending', attempts: 0, nextAttemptAt: T0 + 7, claimedBy: 'owner-a', claimExpiresAt: T0 + 7 + LEASE };
+        assert.deepEqual(taken, expected);
+        assert.deepEqual(await store.listDeliveries(), [expected]);
+      });
+    });
+  });
+}
