@@ -118,11 +118,11 @@ export class OperationEngine {
   async #holdAndRun(spec: OperationSpec, operation: OperationRecord): Promise<Answer> {
     const { store, now, leaseMs, logger } = this.#options;
     const { key, token } = operation;
-    let released = false;
+    let settled = false;
     const heartbeat = setInterval(() => {
       store.renewOperation(key, token, now() + leaseMs).then(
         (held) => {
-          if (!held && !released) logger.error({ key, kind: spec.kind }, 'operation lease lost while the handler was running');
+          if (!held && !settled) logger.error({ key, kind: spec.kind }, 'operation lease lost while the handler was running');
         },
         (error: unknown) => logger.warn({ key, err: errorSummary(error) }, 'could not renew operation lease'),
       );
@@ -130,24 +130,15 @@ export class OperationEngine {
     heartbeat.unref();
 
     try {
+      // decide() runs under the claim, so what it reads cannot change before the commit.
       const decided = await spec.decide();
       if (decided !== undefined) {
-        released = true;
+        settled = true;
         await store.releaseOperation(key, token);
         return decided;
       }
-      let outcome: RunOutcome;
-      try {
-        outcome = await spec.run();
-      } catch (error) {
-        released = true;
-        // A refusal or a failure changes nothing: drop the claim so a retry starts clean.
-        await store.releaseOperation(key, token).catch((releaseError: unknown) => {
-          logger.warn({ key, err: errorSummary(releaseError) }, 'could not release operation after handler failure; it lapses with its lease');
-        });
-        throw error;
-      }
-      released = true;
+      const outcome = await spec.run();
+      settled = true;
       if (outcome.type === 'accepted') {
         const pending = {
           message: outcome.message,
@@ -160,6 +151,14 @@ export class OperationEngine {
       }
       await store.commitOperation(key, token, { mutation: outcome.mutation });
       return outcome.answer;
+    } catch (error) {
+      settled = true;
+      // A 404/409 decision, a refusal, a failure or a failed commit changes nothing (commits are all
+      // or nothing): drop the claim so the next request starts clean instead of waiting out the lease.
+      await store.releaseOperation(key, token).catch((releaseError: unknown) => {
+        logger.warn({ key, err: errorSummary(releaseError) }, 'could not release operation; it lapses with its lease');
+      });
+      throw error;
     } finally {
       clearInterval(heartbeat);
     }

@@ -9,7 +9,7 @@ import { operationKey, type Mutation, type NewDelivery, type OperationRecord, ty
 import { verifySignature } from '../signature/index.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
-import { createOutbox, type Outbox } from '../outbox/index.js';
+import { createOutbox, type Outbox, type OutboxOptions } from '../outbox/index.js';
 import { ssoHandler } from '../sso/index.js';
 import { answerMeasures } from './measures.js';
 import {
@@ -73,8 +73,11 @@ export interface MarketplaceRouterOptions {
   handlerTimeoutMs?: number;
   /** Lease of an operation claim; a crashed process's claims lapse after it. Default 30 s. */
   leaseMs?: number;
-  /** Callback delivery polling; `false` to run no delivery worker in this process. */
-  outbox?: { pollIntervalMs?: number } | false;
+  /**
+   * Tuning of the callback delivery worker (see docs/outbox.md), or `false` to run none in this
+   * process (another process over the same store delivers).
+   */
+  outbox?: Pick<OutboxOptions, 'pollIntervalMs' | 'leaseMs' | 'sendTimeoutMs' | 'batchSize' | 'concurrency' | 'backoff'> | false;
 }
 
 /** Which entity a `complete` call finishes. */
@@ -148,7 +151,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const connector = options.connector === undefined ? undefined : buildConnector(options.connector, logger);
   const outbox: Outbox | undefined = connector === undefined || options.outbox === false
     ? undefined
-    : createOutbox({ store, send: (url, payload) => connector.sendCallback(url, payload), owner, now, logger, ...(options.outbox?.pollIntervalMs === undefined ? {} : { pollIntervalMs: options.outbox.pollIntervalMs }) });
+    : createOutbox({ ...options.outbox, store, send: (url, payload) => connector.sendCallback(url, payload), owner, now, logger });
   outbox?.start();
 
   const engine = new OperationEngine({ store, owner, now, leaseMs, waitMs: handlerTimeoutMs, pendingDeadlineMs: PENDING_DEADLINE_MS, logger });

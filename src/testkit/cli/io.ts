@@ -22,7 +22,7 @@ export class UsageError extends Error {
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
 /** `parseArgs` with its errors turned into {@link UsageError}. */
-export function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T) {
+export function parse<T extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: T): ReturnType<typeof parseArgs<{ args: string[]; options: T; allowPositionals: true; strict: true }>> {
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (err) {

@@ -1,0 +1,146 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import express from 'express';
+import pg from 'pg';
+import { marketplaceRouter, type MarketplaceRouter } from '../src/provider/router.js';
+import { generateEncryptionKey } from '../src/store/crypto.js';
+import { memoryStore } from '../src/store/memory.js';
+import { postgresStore } from '../src/store/postgres.js';
+import { sqliteStore } from '../src/store/sqlite.js';
+import { operationKey, type Store } from '../src/store/types.js';
+import { serveCalls } from './lib/child.js';
+import { CATALOG, marketplaceId } from './lib/requests.js';
+
+/**
+ * The server under test, one process per configuration: a bare Express route (the baseline) or
+ * the marketplace router on one of the stores. The router keeps its default logger; run.ts sets
+ * LOG_LEVEL=warn, so the per-request info line is off, as in a quiet production deployment.
+ */
+
+export type ServerMode = 'bare' | 'memory' | 'sqlite' | 'postgres';
+
+export interface StartParams {
+  mode: ServerMode;
+  masterPublicKey: string;
+  /** Resources stored before the server listens. */
+  prefill?: number;
+  /** For `postgres`. */
+  databaseUrl?: string;
+}
+
+export interface StopResult {
+  /** Times the provision handler (or the bare route) ran. */
+  handled: number;
+  rss: number;
+}
+
+let server: Server | undefined;
+let router: MarketplaceRouter | undefined;
+let handled = 0;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+async function start(params: StartParams): Promise<{ port: number }> {
+  const app = express();
+  if (params.mode === 'bare') {
+    app.put('/v1/resources/:id', express.json(), (_req, res) => {
+      handled++;
+      res.status(201).json({ message: 'Resource provisioned' });
+    });
+  } else {
+    const store = await openStore(params);
+    if (params.prefill !== undefined && params.prefill > 0) await prefill(store, params.prefill);
+    router = marketplaceRouter({
+      store,
+      catalog: CATALOG,
+      masterKey: params.masterPublicKey,
+      handlers: {
+        provision: () => {
+          handled++;
+          return 'Your generator is ready';
+        },
+        changePlan: () => undefined,
+        deprovision: () => undefined,
+        provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
+        deprovisionCredentials: () => undefined,
+      },
+    });
+    app.use(router);
+  }
+  server = await new Promise<Server>((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  return { port: (server.address() as AddressInfo).port };
+}
+
+async function openStore(params: StartParams): Promise<Store> {
+  switch (params.mode) {
+    case 'memory':
+      return memoryStore();
+    case 'sqlite': {
+      const dir = mkdtempSync(join(tmpdir(), 'em-bench-'));
+      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      return sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: generateEncryptionKey() });
+    }
+    case 'postgres': {
+      if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
+      const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
+      const url = params.databaseUrl;
+      cleanups.push(async () => {
+        const client = new pg.Client({ connectionString: url });
+        await client.connect();
+        try {
+          await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        } finally {
+          await client.end();
+        }
+      });
+      const store = postgresStore({ connectionString: url, encryptionKey: generateEncryptionKey(), schema });
+      await store.ready();
+      return store;
+    }
+    default:
+      throw new Error(`bench: no store for mode ${params.mode}`);
+  }
+}
+
+/** Stores resources through the store's own operations, as the engine would after a handler ran. */
+async function prefill(store: Store, count: number): Promise<void> {
+  const now = Date.now();
+  for (let i = 0; i < count; i++) {
+    const id = marketplaceId();
+    const key = operationKey('resource', id);
+    const request = { kind: 'provision' as const, product: 'generator', plan: 'low', region: 'aws::us-east-1', features: {} };
+    const claim = await store.claimOperation({ key, kind: 'provision', targetId: id, fingerprint: 'prefill', request, owner: 'bench', now, leaseMs: 30_000 });
+    if (claim.outcome !== 'claimed') throw new Error('bench: prefill claim refused');
+    await store.commitOperation(key, claim.operation.token, {
+      mutation: { type: 'putResource', resource: { id, product: 'generator', plan: 'low', region: 'aws::us-east-1', features: {}, message: 'Your generator is ready', createdAt: now, updatedAt: now } },
+    });
+  }
+}
+
+/** Counters since the last reset (the warm-up's requests are not the measured run's). */
+function counters(): StopResult {
+  return { handled, rss: process.memoryUsage().rss };
+}
+
+function reset(): StopResult {
+  const result = counters();
+  handled = 0;
+  return result;
+}
+
+async function close(): Promise<void> {
+  if (server !== undefined) {
+    const closing = server;
+    server = undefined;
+    closing.closeAllConnections();
+    await new Promise<void>((resolve) => closing.close(() => resolve()));
+  }
+  await router?.close();
+  for (const cleanup of cleanups.reverse()) await cleanup();
+}
+
+serveCalls({ start, counters, reset }, close);
