@@ -21,24 +21,29 @@ import type { ResourcesResult, VerificationsParams, VerificationsResult } from '
 import type { ServerMode, StopResult } from './server.js';
 import type { VerifyParams, VerifyResult } from './verify.js';
 
-const quick = process.argv.includes('--quick');
-const unknown = process.argv.slice(2).filter((arg) => arg !== '--quick');
-if (unknown.length > 0) {
-  console.error(`bench: unknown argument ${unknown.join(' ')} (only --quick)`);
-  process.exit(2);
+const USAGE = 'usage: npm run bench [-- --quick] [--only=1,2,3,4,5]';
+let quick = false;
+let only = new Set(['1', '2', '3', '4', '5']);
+for (const arg of process.argv.slice(2)) {
+  if (arg === '--quick') quick = true;
+  else if (arg.startsWith('--only=') && /^[1-5](,[1-5])*$/.test(arg.slice(7))) only = new Set(arg.slice(7).split(','));
+  else {
+    console.error(`bench: unknown argument ${arg}\n${USAGE}`);
+    process.exit(2);
+  }
 }
 
 const CONNECTIONS = 32;
 const PLAN = quick
   ? {
-      verify: { requests: 256, rounds: 1, sliceMs: 250 },
+      verify: { requests: 256, pairs: 2, sliceMs: 150 },
       http: { warmup: 200, seconds: 1 },
       resources: 2_000,
       verifications: { count: 20_000, keys: 96, run: 200, cacheSize: 64, concurrency: 8 } satisfies VerificationsParams,
       growth: { levels: [1_000, 2_000, 5_000], warmup: 200, seconds: 1 },
     }
   : {
-      verify: { requests: 4_096, rounds: 3, sliceMs: 1_500 },
+      verify: { requests: 4_096, pairs: 16, sliceMs: 400 },
       http: { warmup: 3_000, seconds: 10 },
       resources: 100_000,
       verifications: { count: 1_000_000, keys: 2_048, run: 500, concurrency: 8 } satisfies VerificationsParams,
@@ -87,10 +92,10 @@ async function verifySection(): Promise<void> {
     for (const concurrency of [1, CONNECTIONS]) {
       progress(`(1) verify() vs crypto.verify, ${concurrency} in flight`);
       const r = await worker.call<VerifyResult>('measure', { ...PLAN.verify, concurrency } satisfies VerifyParams);
-      const ratio = r.verifyOps / r.rawOps;
+      const ratio = r.ratio;
       rows.push([
         '1',
-        `verify() vs raw crypto.verify, ${concurrency} in flight`,
+        `verify() vs raw crypto.verify, ${concurrency} in flight (median of ${PLAN.verify.pairs} paired slices)`,
         `${int(r.verifyOps)} ops/s (${r.overheadUs >= 0 ? '+' : '−'}${fixed(Math.abs(r.overheadUs), 1)} µs/op)`,
         `${int(r.rawOps)} ops/s`,
         fixed(ratio, 2),
@@ -105,6 +110,8 @@ async function verifySection(): Promise<void> {
 
 interface HttpFigures extends LoadResult {
   handled: number;
+  /** Server CPU (all threads) per handled request, warm-up included: steadier than req/s on a shared machine. */
+  cpuPerRequest: number;
 }
 
 async function httpRun(loader: Worker, master: BenchKeyPair, mode: ServerMode, options: { prefill?: number; warmup: number; seconds: number; databaseUrl?: string }): Promise<HttpFigures> {
@@ -125,8 +132,8 @@ async function httpRun(loader: Worker, master: BenchKeyPair, mode: ServerMode, o
       seconds: options.seconds,
       minRate: quick ? 8_000 : 2_000,
     });
-    const { handled } = await server.call<StopResult>('counters');
-    const figures = { ...load, handled };
+    const { handled, cpuMicros } = await server.call<StopResult>('counters');
+    const figures = { ...load, handled, cpuPerRequest: cpuMicros / Math.max(handled, 1) };
     const problem = invalid(mode, figures);
     if (problem !== undefined) throw new Error(`${mode} run invalid: ${problem}`);
     return figures;
@@ -147,7 +154,7 @@ function invalid(mode: ServerMode, f: HttpFigures): string | undefined {
   return undefined;
 }
 
-const httpFigures = (f: LoadResult) => `${int(f.requestsPerSecond)} req/s, p50 ${ms(f.latencyP50)}, p99 ${ms(f.latencyP99)}`;
+const httpFigures = (f: HttpFigures) => `${int(f.requestsPerSecond)} req/s, p50 ${ms(f.latencyP50)}, p99 ${ms(f.latencyP99)}; server CPU ${int(f.cpuPerRequest)} µs/req`;
 
 async function databaseProblem(url: string | undefined): Promise<string | undefined> {
   if (url === undefined || url === '') return 'skipped: DATABASE_URL not set';
@@ -169,7 +176,9 @@ async function httpSection(loader: Worker, master: BenchKeyPair): Promise<void> 
   const bareBefore = await httpRun(loader, master, 'bare', { warmup, seconds });
   const results: { mode: ServerMode; label: string; figures?: HttpFigures; problem?: string }[] = [];
   const databaseUrl = process.env.DATABASE_URL;
-  for (const [mode, label] of [['memory', 'memoryStore'], ['sqlite', 'sqliteStore (temp file)'], ['postgres', 'postgresStore (own schema)']] as const) {
+  const stores = ([['memory', 'memoryStore'], ['sqlite', 'sqliteStore (temp file)'], ['postgres', 'postgresStore (own schema)']] as const)
+    .filter(([mode]) => only.has(mode === 'memory' ? '2' : '3'));
+  for (const [mode, label] of stores) {
     progress(`(${mode === 'memory' ? 2 : 3}) signed PUT through marketplaceRouter + ${label}`);
     if (mode === 'postgres') {
       const problem = await databaseProblem(databaseUrl);
@@ -189,7 +198,8 @@ async function httpSection(loader: Worker, master: BenchKeyPair): Promise<void> 
   progress('(2) bare Express baseline again');
   const bareAfter = await httpRun(loader, master, 'bare', { warmup, seconds });
   const bareRate = (bareBefore.requestsPerSecond + bareAfter.requestsPerSecond) / 2;
-  const baseline = `bare Express ${int(bareRate)} req/s (${int(bareBefore.requestsPerSecond)} before, ${int(bareAfter.requestsPerSecond)} after), p50 ${ms((bareBefore.latencyP50 + bareAfter.latencyP50) / 2)}, p99 ${ms((bareBefore.latencyP99 + bareAfter.latencyP99) / 2)}`;
+  const bareCpu = (bareBefore.cpuPerRequest + bareAfter.cpuPerRequest) / 2;
+  const baseline = `bare Express ${int(bareRate)} req/s (${int(bareBefore.requestsPerSecond)} before, ${int(bareAfter.requestsPerSecond)} after), p50 ${ms((bareBefore.latencyP50 + bareAfter.latencyP50) / 2)}, p99 ${ms((bareBefore.latencyP99 + bareAfter.latencyP99) / 2)}; server CPU ${int(bareCpu)} µs/req`;
   for (const { mode, label, figures, problem } of results) {
     const section = mode === 'memory' ? '2' : '3';
     const name = `signed PUT, marketplaceRouter + ${label}`;
@@ -272,32 +282,42 @@ async function main(): Promise<void> {
   const master = newKeyPair();
   await checkSigner(master);
 
-  try {
-    await verifySection();
-  } catch (error) {
-    fail('1 verify() vs raw crypto.verify', error);
+  if (only.has('1')) {
+    try {
+      await verifySection();
+    } catch (error) {
+      fail('1 verify() vs raw crypto.verify', error);
+    }
   }
 
-  const loader = startWorker('load.ts');
-  try {
+  if (only.has('2') || only.has('3') || only.has('5')) {
+    const loader = startWorker('load.ts');
     try {
-      await httpSection(loader, master);
-    } catch (error) {
-      fail('2 signed PUT vs bare Express', error);
+      if (only.has('2') || only.has('3')) {
+        try {
+          await httpSection(loader, master);
+        } catch (error) {
+          fail('2 signed PUT vs bare Express', error);
+        }
+      }
+      if (only.has('5')) {
+        try {
+          await growthSection(loader, master);
+        } catch (error) {
+          fail('5 time per request by stored resources', error);
+        }
+      }
+    } finally {
+      await loader.close();
     }
-    try {
-      await growthSection(loader, master);
-    } catch (error) {
-      fail('5 time per request by stored resources', error);
-    }
-  } finally {
-    await loader.close();
   }
 
-  try {
-    await memorySection();
-  } catch (error) {
-    fail('4 memory', error);
+  if (only.has('4')) {
+    try {
+      await memorySection();
+    } catch (error) {
+      fail('4 memory', error);
+    }
   }
 
   rows.sort((a, b) => Number(a[0]) - Number(b[0]));

@@ -4,12 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
-import pg from 'pg';
 import { marketplaceRouter, type MarketplaceRouter } from '../src/provider/router.js';
 import { generateEncryptionKey } from '../src/store/crypto.js';
 import { memoryStore } from '../src/store/memory.js';
-import { postgresStore } from '../src/store/postgres.js';
-import { sqliteStore } from '../src/store/sqlite.js';
 import { operationKey, type Store } from '../src/store/types.js';
 import { serveCalls } from './lib/child.js';
 import { CATALOG, marketplaceId } from './lib/requests.js';
@@ -34,12 +31,15 @@ export interface StartParams {
 export interface StopResult {
   /** Times the provision handler (or the bare route) ran. */
   handled: number;
+  /** CPU time (user + system, every thread of this process) since start, in microseconds. */
+  cpuMicros: number;
   rss: number;
 }
 
 let server: Server | undefined;
 let router: MarketplaceRouter | undefined;
 let handled = 0;
+let cpuStart = process.cpuUsage();
 const cleanups: (() => Promise<void> | void)[] = [];
 
 async function start(params: StartParams): Promise<{ port: number }> {
@@ -72,6 +72,7 @@ async function start(params: StartParams): Promise<{ port: number }> {
   server = await new Promise<Server>((resolve) => {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });
+  cpuStart = process.cpuUsage();
   return { port: (server.address() as AddressInfo).port };
 }
 
@@ -80,12 +81,15 @@ async function openStore(params: StartParams): Promise<Store> {
     case 'memory':
       return memoryStore();
     case 'sqlite': {
+      // Loaded on demand: the drivers are optional, and the other modes start faster without them.
+      const { sqliteStore } = await import('../src/store/sqlite.js');
       const dir = mkdtempSync(join(tmpdir(), 'em-bench-'));
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       return sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: generateEncryptionKey() });
     }
     case 'postgres': {
       if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
+      const [{ postgresStore }, { default: pg }] = await Promise.all([import('../src/store/postgres.js'), import('pg')]);
       const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
       const url = params.databaseUrl;
       cleanups.push(async () => {
@@ -121,15 +125,10 @@ async function prefill(store: Store, count: number): Promise<void> {
   }
 }
 
-/** Counters since the last reset (the warm-up's requests are not the measured run's). */
+/** Counters since the server started listening (warm-up included). */
 function counters(): StopResult {
-  return { handled, rss: process.memoryUsage().rss };
-}
-
-function reset(): StopResult {
-  const result = counters();
-  handled = 0;
-  return result;
+  const cpu = process.cpuUsage(cpuStart);
+  return { handled, cpuMicros: cpu.user + cpu.system, rss: process.memoryUsage().rss };
 }
 
 async function close(): Promise<void> {
@@ -143,4 +142,4 @@ async function close(): Promise<void> {
   for (const cleanup of cleanups.reverse()) await cleanup();
 }
 
-serveCalls({ start, counters, reset }, close);
+serveCalls({ start, counters }, close);

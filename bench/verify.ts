@@ -9,7 +9,8 @@ import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 /**
  * Measurement 1: `verify()` against the floor it cannot go under, a raw `crypto.verify` (the same
  * callback form, on libuv's thread pool) of the same canonical bytes with the live key already
- * imported. Both sides run interleaved in rounds, so drift in the machine's load hits both.
+ * imported. The two sides alternate in short slices and the ratio is the median over the pairs,
+ * so that bursts of load from other processes hit both sides alike or drop out as outliers.
  */
 
 export interface VerifyParams {
@@ -17,16 +18,20 @@ export interface VerifyParams {
   requests: number;
   /** In-flight operations. */
   concurrency: number;
-  rounds: number;
-  /** Length of each side's slice per round. */
+  /** Pairs of slices (one raw, one verify(), in alternating order). */
+  pairs: number;
+  /** Length of each slice. */
   sliceMs: number;
 }
 
 export interface VerifyResult {
   concurrency: number;
+  /** Totals over all slices. */
   verifyOps: number;
   rawOps: number;
-  /** Extra main-thread microseconds per verify(), from the two rates. */
+  /** Median over the pairs of verify()/raw. */
+  ratio: number;
+  /** Extra microseconds per verify(), from the two total rates. */
   overheadUs: number;
 }
 
@@ -68,22 +73,28 @@ async function measure(params: VerifyParams): Promise<VerifyResult> {
     });
   });
 
-  // Short warm-up of both paths (JIT, thread pool).
-  await runFor(viaCrypto, params.concurrency, Math.min(300, params.sliceMs));
-  await runFor(viaVerifier, params.concurrency, Math.min(300, params.sliceMs));
+  // Warm-up of both paths (JIT, thread pool).
+  await runFor(viaCrypto, params.concurrency, 300);
+  await runFor(viaVerifier, params.concurrency, 300);
 
   const totals = { verify: { ops: 0, seconds: 0 }, raw: { ops: 0, seconds: 0 } };
-  for (let round = 0; round < params.rounds; round++) {
-    const order = round % 2 === 0 ? (['raw', 'verify'] as const) : (['verify', 'raw'] as const);
-    for (const side of order) {
+  const ratios: number[] = [];
+  for (let pair = 0; pair < params.pairs; pair++) {
+    const rates = { verify: 0, raw: 0 };
+    for (const side of pair % 2 === 0 ? (['raw', 'verify'] as const) : (['verify', 'raw'] as const)) {
       const result = await runFor(side === 'raw' ? viaCrypto : viaVerifier, params.concurrency, params.sliceMs);
       totals[side].ops += result.ops;
       totals[side].seconds += result.seconds;
+      rates[side] = result.ops / result.seconds;
     }
+    ratios.push(rates.verify / rates.raw);
   }
+  ratios.sort((a, b) => a - b);
+  const middle = ratios.length >> 1;
+  const ratio = ratios.length % 2 === 1 ? ratios[middle]! : (ratios[middle - 1]! + ratios[middle]!) / 2;
   const verifyOps = totals.verify.ops / totals.verify.seconds;
   const rawOps = totals.raw.ops / totals.raw.seconds;
-  return { concurrency: params.concurrency, verifyOps, rawOps, overheadUs: 1e6 / verifyOps - 1e6 / rawOps };
+  return { concurrency: params.concurrency, verifyOps, rawOps, ratio, overheadUs: 1e6 / verifyOps - 1e6 / rawOps };
 }
 
 serveCalls({ measure });

@@ -2,6 +2,18 @@
  * The example provider: sells "bonnets" through the marketplace. Everything a real provider writes
  * is in `handlers` below; the rest is configuration. `examples/provider.ts` starts it from the
  * environment; tests and the demo build it in-process with `createProviderApp(env)`.
+ *
+ * Test knobs (all optional; the fault-injection and multi-instance tests in test/deploy and
+ * test/faults use them to make crashes land where they want and to shorten every wait):
+ * - STORE_SCHEMA: the PostgreSQL schema (default `embedded_marketplace`), one per test run.
+ * - STORE_BUSY_TIMEOUT_MS: SQLite's wait for a lock held by another connection (default 5000).
+ * - EXAMPLE_HANDLER_DELAY_MS: every handler waits this long after being counted (a kill or a
+ *   SIGTERM then lands in the middle of it).
+ * - EXAMPLE_LEASE_MS: the router's operation lease (`leaseMs`, default 30 000).
+ * - EXAMPLE_OUTBOX_POLL_MS, EXAMPLE_OUTBOX_LEASE_MS: the outbox's poll interval and claim lease.
+ * - EXAMPLE_OUTBOX_BACKOFF_MS: the longest wait between two callback attempts (default 15 min).
+ * - CONNECTOR_TIMEOUT_MS: per-request timeout of connector calls (default 10 000); keep it below
+ *   half of EXAMPLE_OUTBOX_LEASE_MS.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
@@ -37,6 +49,15 @@ export interface ExampleEnv {
   EXAMPLE_ASYNC?: string;
   /** Milliseconds the async mode waits before completing. Default 800. */
   EXAMPLE_ASYNC_DELAY_MS?: string;
+  /** Test knobs: see the file header. */
+  STORE_SCHEMA?: string;
+  STORE_BUSY_TIMEOUT_MS?: string;
+  EXAMPLE_HANDLER_DELAY_MS?: string;
+  EXAMPLE_LEASE_MS?: string;
+  EXAMPLE_OUTBOX_POLL_MS?: string;
+  EXAMPLE_OUTBOX_LEASE_MS?: string;
+  EXAMPLE_OUTBOX_BACKOFF_MS?: string;
+  CONNECTOR_TIMEOUT_MS?: string;
   LOG_LEVEL?: string;
 }
 
@@ -62,17 +83,27 @@ export function exampleUsage(resourceId: string, periodStart: Date, periodEnd: D
   return { 'bonnet-hours': hours, 'storage-gb': digest.readUInt16BE(0) % 500, requests: digest.readUInt32BE(2) % 100_000 };
 }
 
-async function openStore(spec: string, encryptionKey: string, logger: Logger): Promise<Store> {
+/** A test knob in milliseconds: undefined when unset; anything but a positive integer stops the start. */
+function knobMs(env: ExampleEnv, name: keyof ExampleEnv): number | undefined {
+  const text = env[name];
+  if (text === undefined || text === '') return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer (milliseconds), got ${JSON.stringify(text.slice(0, 20))}`);
+  return value;
+}
+
+async function openStore(spec: string, encryptionKey: string, logger: Logger, env: ExampleEnv): Promise<Store> {
   if (spec === 'memory') return memoryStore();
   if (spec.startsWith('sqlite:')) {
     const path = spec.slice('sqlite:'.length);
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const { sqliteStore } = await import('../src/store/sqlite.js');
-    return sqliteStore({ path, encryptionKey });
+    const busyTimeoutMs = knobMs(env, 'STORE_BUSY_TIMEOUT_MS');
+    return sqliteStore({ path, encryptionKey, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
   }
   if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
     const { postgresStore } = await import('../src/store/postgres.js');
-    return postgresStore({ connectionString: spec, encryptionKey, logger });
+    return postgresStore({ connectionString: spec, encryptionKey, logger, ...(env.STORE_SCHEMA === undefined ? {} : { schema: env.STORE_SCHEMA }) });
   }
   throw new Error(`STORE must be memory, sqlite:<path> or postgres://…, got ${JSON.stringify(spec.slice(0, 40))}`);
 }
@@ -92,7 +123,7 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
   if (env.LOG_LEVEL !== undefined) logger.level = env.LOG_LEVEL;
   const storeSpec = env.STORE ?? 'sqlite:./data/example.db';
   if (env.STORE_ENCRYPTION_KEY === undefined && storeSpec !== 'memory') logger.warn('STORE_ENCRYPTION_KEY not set: using the example development key; never do this in production');
-  const store = await openStore(storeSpec, env.STORE_ENCRYPTION_KEY ?? EXAMPLE_DEV_KEY, logger);
+  const store = await openStore(storeSpec, env.STORE_ENCRYPTION_KEY ?? EXAMPLE_DEV_KEY, logger, env);
   const asyncMode = env.EXAMPLE_ASYNC === '1';
   const asyncDelayMs = Number(env.EXAMPLE_ASYNC_DELAY_MS ?? 800);
   const calls: Record<string, Record<string, number>> = {};
@@ -100,6 +131,9 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
     const byId = (calls[handler] ??= {});
     byId[id] = (byId[id] ?? 0) + 1;
   };
+  const handlerDelayMs = knobMs(env, 'EXAMPLE_HANDLER_DELAY_MS') ?? 0;
+  // Counted first, then slow: a test sees the handler start and can kill the process inside it.
+  const slow = () => (handlerDelayMs > 0 ? new Promise((resolve) => setTimeout(resolve, handlerDelayMs)) : undefined);
 
   // In async mode every operation answers 202 and finishes a moment later through the callback.
   function later(context: HandlerContext, completion: () => Completion, message: string) {
@@ -117,26 +151,31 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
   };
 
   const handlers: ProviderHandlers = {
-    provision({ id, plan }, context) {
+    async provision({ id, plan }, context) {
       count('provision', id);
+      await slow();
       return later(context, () => ({ state: 'done', message: `Your ${plan} bonnet is ready` }), 'Knitting your bonnet') ?? `Your ${plan} bonnet is ready`;
     },
-    changePlan({ id, resource, plan }, context) {
+    async changePlan({ id, resource, plan }, context) {
       count('changePlan', id);
+      await slow();
       if (resource.plan === 'locked') throw new BadRequestError('The locked plan cannot be changed', 'ERR_PLAN_CHANGE_REFUSED');
       return later(context, () => ({ state: 'done', message: `Bonnet resized to ${plan}` }), 'Resizing your bonnet') ?? `Bonnet resized to ${plan}`;
     },
-    deprovision({ id }, context) {
+    async deprovision({ id }, context) {
       count('deprovision', id);
+      await slow();
       return later(context, () => ({ state: 'done', message: 'Bonnet unravelled' }), 'Unravelling your bonnet') ?? 'Bonnet unravelled';
     },
-    provisionCredentials({ id, resourceId }, context) {
+    async provisionCredentials({ id, resourceId }, context) {
       count('provisionCredentials', id);
+      await slow();
       const asyncAnswer = later(context, () => ({ state: 'done', message: 'Credentials ready', credentials: newCredentials(resourceId) }), 'Issuing credentials');
       return asyncAnswer ?? { message: 'Credentials ready', credentials: newCredentials(resourceId) };
     },
-    deprovisionCredentials({ id }, context) {
+    async deprovisionCredentials({ id }, context) {
       count('deprovisionCredentials', id);
+      await slow();
       return later(context, () => ({ state: 'done', message: 'Credentials revoked' }), 'Revoking credentials') ?? 'Credentials revoked';
     },
     measures({ resource, periodStart, periodEnd }) {
@@ -144,18 +183,29 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
     },
   };
 
+  const connectorTimeoutMs = knobMs(env, 'CONNECTOR_TIMEOUT_MS');
   const connector = env.CONNECTOR_URL === undefined
     ? undefined
-    : { url: env.CONNECTOR_URL, clientId: env.CLIENT_ID ?? '', clientSecret: env.CLIENT_SECRET ?? '' };
+    : { url: env.CONNECTOR_URL, clientId: env.CLIENT_ID ?? '', clientSecret: env.CLIENT_SECRET ?? '', ...(connectorTimeoutMs === undefined ? {} : { timeoutMs: connectorTimeoutMs }) };
   if (connector !== undefined && (connector.clientId === '' || connector.clientSecret === '')) {
     throw new Error('CONNECTOR_URL is set: CLIENT_ID and CLIENT_SECRET are required too');
   }
 
+  const leaseMs = knobMs(env, 'EXAMPLE_LEASE_MS');
+  const outboxPollMs = knobMs(env, 'EXAMPLE_OUTBOX_POLL_MS');
+  const outboxLeaseMs = knobMs(env, 'EXAMPLE_OUTBOX_LEASE_MS');
+  const outboxBackoffMs = knobMs(env, 'EXAMPLE_OUTBOX_BACKOFF_MS');
   const router = marketplaceRouter({
     store,
     catalog: CATALOG,
     handlers,
     logger,
+    ...(leaseMs === undefined ? {} : { leaseMs }),
+    outbox: {
+      ...(outboxPollMs === undefined ? {} : { pollIntervalMs: outboxPollMs }),
+      ...(outboxLeaseMs === undefined ? {} : { leaseMs: outboxLeaseMs }),
+      ...(outboxBackoffMs === undefined ? {} : { backoff: { baseMs: Math.min(1000, outboxBackoffMs), maxMs: outboxBackoffMs } }),
+    },
     ...(env.MASTER_PUBLIC_KEY === undefined ? {} : { masterKey: env.MASTER_PUBLIC_KEY }),
     ...(connector === undefined ? {} : { connector, sso: { dashboardUrl: (id: string) => `/dashboard/${encodeURIComponent(id)}` } }),
   });

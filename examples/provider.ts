@@ -1,17 +1,27 @@
 /**
- * Starts the example provider: `npm run example`. Listens on 127.0.0.1:$PORT (default 4567).
+ * Starts the example provider: `npm run example`. Listens on 127.0.0.1:$PORT (default 4567; `0`
+ * lets the OS choose, and the "listening on" line names the port it chose).
  * Environment: MASTER_PUBLIC_KEY, STORE (memory | sqlite:<path> | postgres://…), STORE_ENCRYPTION_KEY,
- * CONNECTOR_URL, CLIENT_ID, CLIENT_SECRET, SESSION_SECRET, EXAMPLE_ASYNC=1.
+ * CONNECTOR_URL, CLIENT_ID, CLIENT_SECRET, SESSION_SECRET, EXAMPLE_ASYNC=1, and the test knobs listed
+ * in provider-app.ts.
  */
 import { createProviderApp } from './provider-app.js';
 
 const port = Number(process.env.PORT ?? 4567);
 const provider = await createProviderApp();
 const server = provider.app.listen(port, '127.0.0.1', () => {
-  console.log(`example provider listening on http://127.0.0.1:${port}`);
+  const address = server.address();
+  console.log(`example provider listening on http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : port}`);
 });
 
 let stopping = false;
+// Once stopping, a connection whose last answer went out is closed at once instead of idling until
+// the keep-alive timeout, which would hold the exit back by seconds.
+server.on('request', (_req, res) => {
+  res.on('finish', () => {
+    if (stopping) setImmediate(() => server.closeIdleConnections());
+  });
+});
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
@@ -19,7 +29,10 @@ async function shutdown(signal: string): Promise<void> {
   // Stop taking requests, let the ones in flight finish, then stop the outbox and close the store.
   server.close(() => {
     provider.close().then(
-      () => process.exit(0),
+      () => {
+        console.log('example provider: stopped (requests finished, outbox stopped, store closed)');
+        process.exit(0);
+      },
       (error: unknown) => {
         console.error('example provider: error while closing', error);
         process.exit(1);

@@ -26,6 +26,7 @@ export type {
 export * from './errors.js';
 
 export { memoryStore } from './store/memory.js';
+export { generateEncryptionKey, DecryptionError } from './store/crypto.js';
 export { operationKey } from './store/types.js';
 export type * from './store/types.js';
 

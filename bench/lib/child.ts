@@ -23,9 +23,18 @@ export interface Worker {
   close(graceMs?: number): Promise<void>;
 }
 
-/** Starts `bench/<script>` under tsx with IPC. `exposeGc` adds `--expose-gc`. */
+/**
+ * Starts `bench/<script>` under tsx with IPC. `exposeGc` adds `--expose-gc`. With BENCH_PROFILE_DIR
+ * set, the child also writes a V8 CPU profile there when it exits (`--cpu-prof`, which
+ * NODE_OPTIONS does not accept).
+ */
 export function startWorker(script: string, options: { exposeGc?: boolean; env?: Record<string, string> } = {}): Worker {
-  const execArgv = ['--import', 'tsx', ...(options.exposeGc === true ? ['--expose-gc'] : [])];
+  const profileDir = process.env.BENCH_PROFILE_DIR;
+  const execArgv = [
+    '--import', 'tsx',
+    ...(options.exposeGc === true ? ['--expose-gc'] : []),
+    ...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]),
+  ];
   const child: ChildProcess = fork(fileURLToPath(new URL(`../${script}`, import.meta.url)), [], {
     cwd: REPO_ROOT,
     execArgv,

@@ -18,7 +18,7 @@ export function parseRfc3339(text: string): number | undefined {
   // A leap second (60) is valid RFC 3339; count it as the last second of the minute.
   const second = Math.min(Number(s), 59);
   if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || Number(s) > 60) return undefined;
-  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
+  if (day > utc(year, month, 0, 0, 0, 0, 0).getUTCDate()) return undefined;
   let offsetMinutes = 0;
   if (zone !== 'Z' && zone !== 'z') {
     const offsetHours = Number(zh);
@@ -27,6 +27,12 @@ export function parseRfc3339(text: string): number | undefined {
     offsetMinutes = (offsetHours * 60 + offsetMins) * (sign === '-' ? -1 : 1);
   }
   const millis = fraction === undefined ? 0 : Math.floor(Number(`0${fraction}`) * 1000);
-  const utc = Date.UTC(year, month - 1, day, hour, minute, second, millis);
-  return utc - offsetMinutes * 60_000;
+  return utc(year, month - 1, day, hour, minute, second, millis).getTime() - offsetMinutes * 60_000;
+}
+
+/** `Date.UTC` reads years 0 to 99 as 1900 to 1999; RFC 3339 years are literal (`0017` is 17). */
+function utc(year: number, monthIndex: number, day: number, hour: number, minute: number, second: number, millis: number): Date {
+  const date = new Date(Date.UTC(2000, 0, 1, hour, minute, second, millis));
+  date.setUTCFullYear(year, monthIndex, day);
+  return date;
 }

@@ -40,6 +40,8 @@ export function createOutbox(options: OutboxOptions): Outbox {
   // polling claims it in time, even when the one that scheduled it (and its timer) is gone.
   const lastAttemptLeadMs = 2 * pollIntervalMs;
 
+const WAKE_SLACK_MS = 5;
+
   const counters = { delivered: 0, rejected: 0, retried: 0, expired: 0, storeErrors: 0 };
   let inFlight = 0;
   let running = false;
@@ -189,7 +191,9 @@ export function createOutbox(options: OutboxOptions): Outbox {
           }
           const retried = await record('retryDelivery', fields, () =>
             store.retryDelivery(delivery.id, owner, { attempts: number, nextAttemptAt: plan.nextAttemptAt, lastError: reason }));
-          if (retried) wake(plan.nextAttemptAt - at);
+          // Timers run on libuv's cached loop time and may fire a millisecond before Date.now()
+          // reaches nextAttemptAt; waking early would find nothing due and sleep a whole poll.
+          if (retried) wake(plan.nextAttemptAt - at + WAKE_SLACK_MS);
           break;
         }
       }

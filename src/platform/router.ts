@@ -179,6 +179,17 @@ export function platformRouter(options: PlatformRouterOptions): Router {
     await sendJson(req, res, 200, { resources });
   }));
 
+  // Express refuses a path parameter that is not valid percent-encoding (`/v1/profiles/%E0`) with a
+  // 400 before any handler of ours runs; answer it as JSON, not as the host app's HTML error page.
+  router.use((error: unknown, req: Request, res: Response, next: NextFunction) => {
+    const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
+    if (res.headersSent || typeof status !== 'number' || status < 400 || status > 499) {
+      next(error);
+      return;
+    }
+    void sendJson(req, res, 400, { message: 'Malformed request path' }).catch(next);
+  });
+
   return router;
 }
 

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
-import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, NotFoundError, safeMessage } from '../errors.js';
+import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, MarketplaceError, NotFoundError, safeMessage, SignatureError } from '../errors.js';
 import { OperationEngine, errorSummary, type Answer, type OperationSpec } from '../idempotency/engine.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { memoryStore } from '../store/memory.js';
@@ -186,6 +186,12 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   function callbackHeaders(req: Request): { callbackId: string | undefined; callbackUrl: string | undefined } {
     const callbackId = singleHeader(req, 'x-callback-id');
     const callbackUrl = singleHeader(req, 'x-callback-url');
+    // They decide where the outcome (credentials included) goes, so a replayed request must not be
+    // able to add or swap them: the marketplace signs them whenever it sends them (section 5.2).
+    const signed = req.marketplaceSignature?.signedHeaders ?? [];
+    if ((callbackId !== undefined && !signed.includes('x-callback-id')) || (callbackUrl !== undefined && !signed.includes('x-callback-url'))) {
+      throw new SignatureError('ERR_REQUIRED_HEADER_UNSIGNED', 'X-Callback-ID and X-Callback-URL must be listed in X-Signed-Headers');
+    }
     // Without a connector no callback is ever sent, so the URL is never dereferenced.
     if (callbackUrl !== undefined && connector !== undefined) {
       const verdict = connector.checkCallbackUrl(callbackUrl);
@@ -444,10 +450,21 @@ function errorResponder(logger: Logger) {
       next(error);
       return;
     }
-    const known = isMarketplaceError(error) ? error : undefined;
+    const known = isMarketplaceError(error) ? error : clientError(error);
     const answer = known ?? new InternalError({ cause: error });
     if (known === undefined || answer.status >= 500) logger.error({ err: errorSummary(known?.cause ?? error), code: answer.code }, 'marketplace request failed');
     res.locals.errorCode = answer.code;
     res.status(answer.status).json({ message: answer.message });
   };
+}
+
+/**
+ * Express's own 4xx errors, raised before any handler runs (a path segment that is not valid
+ * percent-encoding, `/v1/resources/%E0`), are the caller's mistake: a 500 would make the marketplace
+ * retry a request that can never succeed.
+ */
+function clientError(error: unknown): MarketplaceError | undefined {
+  const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
+  return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
 }

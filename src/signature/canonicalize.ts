@@ -43,6 +43,7 @@ export interface CanonicalRequestInput {
 // cannot have come off the wire, and a line break in a value would make the form ambiguous.
 const FIELD_VALUE_INVALID = /[^\t\x20-\x7e\x80-\xff]/;
 const TARGET_INVALID = /[^\x21-\x7e\x80-\xff]/;
+const METHOD = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
 /**
  * Builds the bytes the marketplace signed for a request, in one buffer.
@@ -54,7 +55,7 @@ const TARGET_INVALID = /[^\x21-\x7e\x80-\xff]/;
  * order. A named header that is absent throws rather than being rendered empty.
  *
  * @throws {SignatureError} `ERR_SIGNED_HEADER_ABSENT` when a named header is missing;
- *   `ERR_SIGNATURE_MALFORMED` when the URL or a value holds characters HTTP does not carry.
+ *   `ERR_SIGNATURE_MALFORMED` when the method, the URL or a value holds characters HTTP does not carry.
  * @example
  * ```ts
  * const bytes = canonicalRequest({
@@ -69,7 +70,7 @@ const TARGET_INVALID = /[^\x21-\x7e\x80-\xff]/;
  */
 export function canonicalRequest(input: CanonicalRequestInput): Buffer {
   const { url, headers, hostOverride } = input;
-  if (TARGET_INVALID.test(url)) throw unsignable();
+  if (TARGET_INVALID.test(url) || !METHOD.test(input.method)) throw unsignable();
 
   const mark = url.indexOf('?');
   let text: string;
@@ -77,6 +78,7 @@ export function canonicalRequest(input: CanonicalRequestInput): Buffer {
     text = `${input.method.toLowerCase()} ${mark === -1 ? url : url.slice(0, mark)}\n`;
   } else {
     const query = url.slice(mark + 1);
+    // Every character is at most U+00FF (checked above), so sorting UTF-16 units sorts bytes.
     const sorted = query.includes('&') ? query.split('&').sort().join('&') : query;
     text = `${input.method.toLowerCase()} ${url.slice(0, mark)}?${sorted}\n`;
   }
@@ -84,7 +86,7 @@ export function canonicalRequest(input: CanonicalRequestInput): Buffer {
   for (const name of input.signedHeaders) text += line(headers, name, hostOverride);
   text += line(headers, 'x-signed-headers', undefined);
 
-  // ISO-8859-1 text is one byte per UTF-16 unit; comparing and sorting units is then bytewise.
+  // ISO-8859-1: one byte per character, so the text's length is its size in bytes.
   const body = input.body;
   const size = text.length + (body === undefined ? 0 : body.length);
   const out = Buffer.allocUnsafe(size);

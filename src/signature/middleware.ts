@@ -94,9 +94,12 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
 
     let verified: VerifiedRequest;
     try {
-      verified = await verifier.verify({ method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct, body });
+      // headersDistinct keeps every occurrence (req.headers drops repeats of Host, Content-Type and
+      // others), so a header added in transit changes the canonical form instead of hiding.
+      verified = await verifier.verify({ method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct ?? req.headers, body });
     } catch (error) {
       if (!isMarketplaceError(error)) {
+        logger.error({ code: 'ERR_INTERNAL', err: error }, 'marketplace signature verification failed unexpectedly');
         next(new InternalError({ cause: error }));
         return;
       }
@@ -111,7 +114,7 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
     req.marketplaceSignature = verified;
     if (body.length > 0) {
       try {
-        req.body = parseJsonBody(req.headers['content-type'], body);
+        req.body = parseJsonBody(req.headers['content-type'], req.headers['content-encoding'], body);
       } catch (error) {
         next(error);
         return;
@@ -153,8 +156,12 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * a later merge into an object cannot reach a prototype. The reviver costs a call per value, so it
  * runs only when the text could spell such a key (also through `\u` escapes).
  */
-function parseJsonBody(contentType: string | undefined, body: Buffer): unknown {
+function parseJsonBody(contentType: string | undefined, contentEncoding: string | undefined, body: Buffer): unknown {
   if (contentType !== undefined && !isJsonType(contentType)) throw new UnsupportedMediaTypeError();
+  // The signature covered the bytes as sent; decompressing them is not this library's business.
+  if (contentEncoding !== undefined && contentEncoding.trim().toLowerCase() !== 'identity') {
+    throw new UnsupportedMediaTypeError('Content-Encoding is not supported; send the body uncompressed');
+  }
   let text: string;
   try {
     text = utf8.decode(body);

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { BadRequestError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, PayloadTooLargeError } from '../errors.js';
 
 /** Default largest body the middleware reads: 1 MiB, far above any marketplace request. */
 export const DEFAULT_BODY_LIMIT = 1_048_576;
@@ -9,19 +9,15 @@ export const DEFAULT_BODY_LIMIT = 1_048_576;
  * Content-Length already says so, otherwise as soon as the count passes the limit (chunked bodies).
  * On refusal it stops keeping chunks and lets the rest drain, so memory stays bounded.
  *
- * @throws {PayloadTooLargeError} past the limit; {@link BadRequestError} when the client aborts;
- *   {@link UnsupportedMediaTypeError} for a Content-Encoding other than identity (the signature
- *   covers the bytes as sent, and decoding them is not this library's business).
+ * The bytes are returned as received: a Content-Encoding is not decoded.
+ *
+ * @throws {PayloadTooLargeError} past the limit; {@link BadRequestError} when the client aborts.
  * @example
  * ```ts
  * const body = await readRawBody(req, 64 * 1024);
  * ```
  */
 export function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const encoding = req.headers['content-encoding'];
-  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-    return Promise.reject(new UnsupportedMediaTypeError('Content-Encoding is not supported; send the body uncompressed'));
-  }
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(new PayloadTooLargeError());
 

@@ -5,7 +5,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { isOperationLive, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, setIfPresent } from './durable.js';
+import { integerOption, recordMappers, setIfPresent, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {
@@ -244,38 +244,6 @@ export async function migratePostgres(options: PostgresConnectionOptions): Promi
 const int = (value: unknown): number => Number(value);
 const json = <T>(value: unknown): T => (typeof value === 'string' ? (JSON.parse(value) as T) : (value as T));
 
-interface OperationRow extends QueryResultRow {
-  key: string;
-  kind: OperationRecord['kind'];
-  target_id: string;
-  fingerprint: string;
-  state: OperationRecord['state'];
-  token: string;
-  owner: string;
-  lease_expires_at: string | number;
-  request: unknown;
-  created_at: string | number;
-  message: string | null;
-  callback_id: string | null;
-  callback_url: string | null;
-  deadline_at: string | number | null;
-}
-
-interface DeliveryRow extends QueryResultRow {
-  id: string;
-  callback_id: string;
-  url: string;
-  sealed_payload: Buffer;
-  created_at: string | number;
-  deadline_at: string | number;
-  state: DeliveryRecord['state'];
-  attempts: number;
-  next_attempt_at: string | number;
-  last_error: string | null;
-  claimed_by: string | null;
-  claim_expires_at: string | number | null;
-}
-
 const OPERATION_COLUMNS = 'key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, message, callback_id, callback_url, deadline_at';
 const DELIVERY_COLUMNS = 'id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at, last_error, claimed_by, claim_expires_at';
 
@@ -353,10 +321,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     logger.error({ err: error }, `${FACTORY}: start-up failed; retrying on the next call`);
   });
 
-  async function query<R extends QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+  async function query<R extends object = QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
     await ready();
     try {
-      return (await pool.query<R>(text, values)).rows;
+      return (await pool.query(text, values)).rows as R[];
     } catch (error) {
       throw mapError(error);
     }
@@ -367,62 +335,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     return inTransaction(pool, logger, work);
   }
 
-  const toResource = (row: QueryResultRow): ResourceRecord => ({
-    id: row.id as string,
-    product: row.product as string,
-    plan: row.plan as string,
-    region: row.region as string,
-    features: json<Features>(row.features),
-    message: row.message as string,
-    createdAt: int(row.created_at),
-    updatedAt: int(row.updated_at),
-  });
-
-  const toCredential = (row: QueryResultRow): CredentialRecord => ({
-    id: row.id as string,
-    resourceId: row.resource_id as string,
-    values: cipher.open(row.sealed_values as Buffer, `credential:${row.id as string}`),
-    message: row.message as string,
-    createdAt: int(row.created_at),
-  });
-
-  const toOperation = (row: OperationRow): OperationRecord => {
-    const operation: OperationRecord = {
-      key: row.key,
-      kind: row.kind,
-      targetId: row.target_id,
-      fingerprint: row.fingerprint,
-      state: row.state,
-      token: row.token,
-      owner: row.owner,
-      leaseExpiresAt: int(row.lease_expires_at),
-      request: json<OperationRequest>(row.request),
-      createdAt: int(row.created_at),
-    };
-    setIfPresent(operation, 'message', row.message);
-    setIfPresent(operation, 'callbackId', row.callback_id);
-    setIfPresent(operation, 'callbackUrl', row.callback_url);
-    if (row.deadline_at !== null) operation.deadlineAt = int(row.deadline_at);
-    return operation;
-  };
-
-  const toDelivery = (row: DeliveryRow): DeliveryRecord => {
-    const delivery: DeliveryRecord = {
-      id: row.id,
-      callbackId: row.callback_id,
-      url: row.url,
-      payload: cipher.open(row.sealed_payload, `delivery:${row.id}`),
-      createdAt: int(row.created_at),
-      deadlineAt: int(row.deadline_at),
-      state: row.state,
-      attempts: int(row.attempts),
-      nextAttemptAt: int(row.next_attempt_at),
-    };
-    setIfPresent(delivery, 'lastError', row.last_error);
-    setIfPresent(delivery, 'claimedBy', row.claimed_by);
-    if (row.claim_expires_at !== null) delivery.claimExpiresAt = int(row.claim_expires_at);
-    return delivery;
-  };
+  const { toResource, toCredential, toOperation, toDelivery } = recordMappers(cipher);
 
   const byDue = (a: DeliveryRecord, b: DeliveryRecord): number =>
     a.nextAttemptAt - b.nextAttemptAt || a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
@@ -475,17 +388,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     ready,
 
     async getResource(id) {
-      const [row] = await query(`SELECT * FROM ${t('resources')} WHERE id = $1`, [id]);
+      const [row] = await query<ResourceRow>(`SELECT * FROM ${t('resources')} WHERE id = $1`, [id]);
       return row === undefined ? undefined : toResource(row);
     },
 
     async getCredential(id) {
-      const [row] = await query(`SELECT * FROM ${t('credentials')} WHERE id = $1`, [id]);
+      const [row] = await query<CredentialRow>(`SELECT * FROM ${t('credentials')} WHERE id = $1`, [id]);
       return row === undefined ? undefined : toCredential(row);
     },
 
     async listCredentials(resourceId) {
-      const rows = await query(`SELECT * FROM ${t('credentials')} WHERE resource_id = $1 ORDER BY created_at, id`, [resourceId]);
+      const rows = await query<CredentialRow>(`SELECT * FROM ${t('credentials')} WHERE resource_id = $1 ORDER BY created_at, id`, [resourceId]);
       return rows.map(toCredential);
     },
 

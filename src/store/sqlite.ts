@@ -7,7 +7,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, setIfPresent } from './durable.js';
+import { integerOption, recordMappers, setIfPresent, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {
@@ -65,57 +65,6 @@ export function isTransientSqliteError(error: unknown): boolean {
 function mapError(error: unknown): unknown {
   if (isTransientSqliteError(error)) return new ServiceUnavailableError(undefined, undefined, { cause: error });
   return error;
-}
-
-interface ResourceRow {
-  id: string;
-  product: string;
-  plan: string;
-  region: string;
-  features: string;
-  message: string;
-  created_at: number;
-  updated_at: number;
-}
-
-interface CredentialRow {
-  id: string;
-  resource_id: string;
-  sealed_values: Buffer;
-  message: string;
-  created_at: number;
-}
-
-interface OperationRow {
-  key: string;
-  kind: OperationRecord['kind'];
-  target_id: string;
-  fingerprint: string;
-  state: OperationRecord['state'];
-  token: string;
-  owner: string;
-  lease_expires_at: number;
-  request: string;
-  created_at: number;
-  message: string | null;
-  callback_id: string | null;
-  callback_url: string | null;
-  deadline_at: number | null;
-}
-
-interface DeliveryRow {
-  id: string;
-  callback_id: string;
-  url: string;
-  sealed_payload: Buffer;
-  created_at: number;
-  deadline_at: number;
-  state: DeliveryRecord['state'];
-  attempts: number;
-  next_attempt_at: number;
-  last_error: string | null;
-  claimed_by: string | null;
-  claim_expires_at: number | null;
 }
 
 function loadDriver(): typeof BetterSqlite3 {
@@ -282,62 +231,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     pruneUsage: db.prepare<[number]>('DELETE FROM usage_entries WHERE at < ?'),
   };
 
-  const toResource = (row: ResourceRow): ResourceRecord => ({
-    id: row.id,
-    product: row.product,
-    plan: row.plan,
-    region: row.region,
-    features: JSON.parse(row.features) as ResourceRecord['features'],
-    message: row.message,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  });
-
-  const toCredential = (row: CredentialRow): CredentialRecord => ({
-    id: row.id,
-    resourceId: row.resource_id,
-    values: cipher.open(row.sealed_values, `credential:${row.id}`),
-    message: row.message,
-    createdAt: row.created_at,
-  });
-
-  const toOperation = (row: OperationRow): OperationRecord => {
-    const operation: OperationRecord = {
-      key: row.key,
-      kind: row.kind,
-      targetId: row.target_id,
-      fingerprint: row.fingerprint,
-      state: row.state,
-      token: row.token,
-      owner: row.owner,
-      leaseExpiresAt: row.lease_expires_at,
-      request: JSON.parse(row.request) as OperationRecord['request'],
-      createdAt: row.created_at,
-    };
-    setIfPresent(operation, 'message', row.message);
-    setIfPresent(operation, 'callbackId', row.callback_id);
-    setIfPresent(operation, 'callbackUrl', row.callback_url);
-    setIfPresent(operation, 'deadlineAt', row.deadline_at);
-    return operation;
-  };
-
-  const toDelivery = (row: DeliveryRow): DeliveryRecord => {
-    const delivery: DeliveryRecord = {
-      id: row.id,
-      callbackId: row.callback_id,
-      url: row.url,
-      payload: cipher.open(row.sealed_payload, `delivery:${row.id}`),
-      createdAt: row.created_at,
-      deadlineAt: row.deadline_at,
-      state: row.state,
-      attempts: row.attempts,
-      nextAttemptAt: row.next_attempt_at,
-    };
-    setIfPresent(delivery, 'lastError', row.last_error);
-    setIfPresent(delivery, 'claimedBy', row.claimed_by);
-    setIfPresent(delivery, 'claimExpiresAt', row.claim_expires_at);
-    return delivery;
-  };
+  const { toResource, toCredential, toOperation, toDelivery } = recordMappers(cipher);
 
   function applyMutation(mutation: Mutation): void {
     switch (mutation.type) {

@@ -138,6 +138,7 @@ describe('canonicalRequest: header lines', () => {
     for (const value of ['a\nb', 'a\rb', 'a\u0000b', 'caf\u0113']) rejects(() => signed({ 'x-a': value }, ['x-a']), 'ERR_SIGNATURE_MALFORMED');
     rejects(() => text({ url: '/p a' }), 'ERR_SIGNATURE_MALFORMED');
     rejects(() => text({ url: '/\u0100' }), 'ERR_SIGNATURE_MALFORMED');
+    rejects(() => text({ url: '/', method: 'GET /x\nhost:' }), 'ERR_SIGNATURE_MALFORMED');
   });
 });
 

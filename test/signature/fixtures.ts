@@ -61,11 +61,12 @@ export interface RawAnswer {
 
 /**
  * An HTTP/1.1 request with exactly the given headers (node:http, unlike fetch, lets Host be set and
- * headers repeat) and the body either whole or in chunks (chunked transfer encoding).
+ * headers repeat; a flat `[name, value, ...]` array even repeats Host) and the body either whole
+ * or in chunks (chunked transfer encoding).
  */
 export function send(
   base: string,
-  input: { method: string; path: string; headers: OutgoingHttpHeaders; body?: Uint8Array | string; chunks?: (Uint8Array | string)[] },
+  input: { method: string; path: string; headers: OutgoingHttpHeaders | string[]; body?: Uint8Array | string; chunks?: (Uint8Array | string)[] },
 ): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const target = new URL(base);

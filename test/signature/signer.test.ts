@@ -6,7 +6,7 @@ import { decodeBase64Url } from '../../src/signature/base64.js';
 import { importPublicKey } from '../../src/signature/ed25519.js';
 import { createVerifier } from '../../src/signature/verifier.js';
 import { generateKeyPair, publicKeyOf } from '../../src/testkit/keys.js';
-import { createSigner, type SignerOptions } from '../../src/testkit/signer.js';
+import { createSigner, type SignerOptions, type SignInput } from '../../src/testkit/signer.js';
 import { loadVectors } from './fixtures.js';
 
 const NOW = Date.parse('2017-04-06T19:17:03.456Z');
@@ -91,7 +91,7 @@ describe('createSigner', () => {
   });
 
   it('refuses input it cannot sign faithfully', () => {
-    const bad = [
+    const bad: SignInput[] = [
       { method: 'GET', url: 'v1/x', host: 'h' },
       { method: 'GET', url: '/v1/a b', host: 'h' },
       { method: 'GET', url: '/v1/caf\u00e9', host: 'h' },

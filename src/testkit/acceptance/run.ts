@@ -12,7 +12,7 @@ import { FEATURE_DEPENDENCIES, FEATURES, type AcceptanceOptions, type Acceptance
 const FACTORY = 'runAcceptance';
 const KNOWN = [
   'url', 'masterPrivateKey', 'product', 'plan', 'newPlan', 'region', 'conflictProduct', 'conflictRegion', 'credential', 'clientId',
-  'clientSecret', 'connectorPort', 'connector', 'exclude', 'callbackTimeoutMs', 'requestTimeoutMs', 'onCase', 'onProgress',
+  'clientSecret', 'connectorPort', 'connector', 'exclude', 'callbackTimeoutMs', 'requestTimeoutMs', 'onStart', 'onCase', 'onProgress',
 ] as const;
 const LABEL = /^[a-z0-9][a-z0-9\-_]{1,128}$/;
 const REGION = /^([a-z0-9][a-z0-9\-_]{1,63})::([a-z0-9][a-z0-9\-_]{1,63})$/;
@@ -92,6 +92,7 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
   if (!Number.isInteger(connectorPort) || connectorPort > 65535) throw new InvalidOptionsError(`${FACTORY}: option "connectorPort" must be a port number`);
   const callbackTimeoutMs = optionalPositiveNumber(FACTORY, raw, 'callbackTimeoutMs') ?? 60_000;
   const requestTimeoutMs = optionalPositiveNumber(FACTORY, raw, 'requestTimeoutMs') ?? 60_000;
+  const onStart = optionalFunction<AcceptanceOptions['onStart']>(FACTORY, raw, 'onStart');
   const onCase = optionalFunction<AcceptanceOptions['onCase']>(FACTORY, raw, 'onCase');
   const onProgress = optionalFunction<AcceptanceOptions['onProgress']>(FACTORY, raw, 'onProgress');
   const given = raw.connector as FakeConnector | undefined;
@@ -123,6 +124,7 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
   const ctx = new RunContext(client, connector, settings, signers, onCase, onProgress);
   const startedAt = new Date();
   try {
+    onStart?.({ url: client.base.href.replace(/\/$/, ''), connectorUrl });
     if (features.includes('provision')) await provisionFeature(ctx);
     if (features.includes('credentials')) await credentialsFeature(ctx);
     if (features.includes('credential-rotation')) await rotationFeature(ctx);

@@ -50,6 +50,8 @@ export interface AcceptanceOptions {
   callbackTimeoutMs?: number;
   /** Timeout of each request to the provider. Default 60 000 ms (the marketplace's own limit). */
   requestTimeoutMs?: number;
+  /** Called once the options are checked and the fake connector listens, before the first request. */
+  onStart?: (info: { url: string; connectorUrl: string }) => void;
   /** Called after each case, for progress output. */
   onCase?: (result: AcceptanceCase) => void;
   /** Called with progress notes (e.g. "waiting for the callback"). */

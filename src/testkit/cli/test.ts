@@ -62,7 +62,8 @@ export async function testCommand(args: string[], io: CliIo): Promise<number> {
   }
   if (positionals.length > 1) throw new UsageError(`test takes one URL, got ${positionals.length} arguments`);
   const url = positionals[0] ?? DEFAULT_PROVIDER_URL;
-  if (values.product === undefined || values.plan === undefined) throw new UsageError('--product and --plan are required (the product and plan to provision)');
+  const { product, plan } = values;
+  if (product === undefined || plan === undefined) throw new UsageError('--product and --plan are required (the product and plan to provision)');
   const credential = values.credential ?? 'multiple';
   if (credential !== 'single' && credential !== 'multiple') throw new UsageError('--credential must be single or multiple');
   const exclude = (values.exclude ?? []).flatMap((e) => e.split(',')).map((e) => e.trim()).filter((e) => e.length > 0);
@@ -81,21 +82,11 @@ export async function testCommand(args: string[], io: CliIo): Promise<number> {
   const features = effectiveFeatures(exclude as Feature[]);
   let report;
   try {
-    out.write(`${formatHeader({
-      url,
-      connectorUrl: `http://127.0.0.1:${connectorPort}`,
-      product: values.product,
-      plan: values.plan,
-      newPlan: values['new-plan'],
-      region: values.region ?? 'all::global',
-      credential,
-      excluded: FEATURES.filter((f) => !features.includes(f)),
-    }, format)}\n\n`);
     report = await runAcceptance({
       url,
       masterPrivateKey: key.privateKey,
-      product: values.product,
-      plan: values.plan,
+      product,
+      plan,
       ...(values['new-plan'] === undefined ? {} : { newPlan: values['new-plan'] }),
       ...(values.region === undefined ? {} : { region: values.region }),
       ...(values['conflict-product'] === undefined ? {} : { conflictProduct: values['conflict-product'] }),
@@ -106,6 +97,15 @@ export async function testCommand(args: string[], io: CliIo): Promise<number> {
       connectorPort,
       exclude: exclude as Feature[],
       callbackTimeoutMs,
+      onStart: (info) => out.write(`${formatHeader({
+        ...info,
+        product,
+        plan,
+        newPlan: values['new-plan'],
+        region: values.region ?? 'all::global',
+        credential,
+        excluded: FEATURES.filter((f) => !features.includes(f)),
+      }, format)}\n\n`),
       onCase: (result) => out.write(`${formatCase(result, format)}\n`),
       onProgress: (note) => out.write(`      ${format.color ? `\u001b[2m… ${note}\u001b[0m` : `… ${note}`}\n`),
     });

@@ -262,7 +262,7 @@ export function createSimulator(options: SimulatorOptions): Simulator {
   // The dashboard button: a fresh single-use code for the resource, then off to the provider.
   app.get('/sso', (_req, res) => {
     if (state.resource === null) {
-      res.status(409).type('text').send('Provision a resource first.');
+      res.status(409).json({ message: 'Provision a resource first' });
       return;
     }
     const { id } = state.resource;
