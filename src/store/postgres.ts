@@ -5,19 +5,14 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { isOperationLive, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, recordMappers, setIfPresent, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {
   ClaimInput,
   ClaimResult,
   CommitInput,
-  CredentialRecord,
   DeliveryRecord,
-  Features,
-  OperationRecord,
-  OperationRequest,
-  ResourceRecord,
   Store,
 } from './types.js';
 
@@ -241,8 +236,6 @@ export async function migratePostgres(options: PostgresConnectionOptions): Promi
   }
 }
 
-const int = (value: unknown): number => Number(value);
-const json = <T>(value: unknown): T => (typeof value === 'string' ? (JSON.parse(value) as T) : (value as T));
 
 const OPERATION_COLUMNS = 'key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, message, callback_id, callback_url, deadline_at';
 const DELIVERY_COLUMNS = 'id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at, last_error, claimed_by, claim_expires_at';

@@ -7,20 +7,16 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, recordMappers, setIfPresent, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {
   ClaimInput,
   ClaimResult,
   CommitInput,
-  CredentialRecord,
-  DeliveryRecord,
   Mutation,
   NewDelivery,
-  OperationRecord,
   PendingInput,
-  ResourceRecord,
   Store,
 } from './types.js';
 

@@ -167,6 +167,12 @@ describe('Date parsing (RFC 3339)', () => {
     count.report();
   });
 
+  it('reads years 0000 to 0099 literally (Date.UTC would make 0017 into 1917)', () => {
+    assert.equal(parseRfc3339('0017-04-06T19:17:03Z'), Date.parse('0017-04-06T19:17:03Z'));
+    assert.equal(new Date(parseRfc3339('0000-02-29T00:00:00Z')!).toISOString(), '0000-02-29T00:00:00.000Z');
+    assert.equal(parseRfc3339('0100-02-29T00:00:00Z'), undefined);
+  });
+
   it('refuses out-of-range fields instead of rolling them over (February 30, hour 24, month 13)', (t) => {
     const count = tally(t, 'parseRfc3339 out-of-range fields');
     const bad = fc.oneof(

@@ -484,6 +484,29 @@ describe('hostile queries, paths and callback headers under valid signatures', (
   });
 });
 
+describe('regressions found by these properties', () => {
+  it('answers a signed request whose path id is not valid percent-encoding with a JSON 400 (was a 500)', async () => {
+    for (const [method, path] of [['PUT', '/v1/resources/%E0%A4%A'], ['DELETE', '/v1/credentials/%'], ['GET', '/v1/resources/abc%ZZ/measures']] as const) {
+      const answer = await h.send(method, path, method === 'PUT' ? '{}' : undefined);
+      assert.equal(answer.status, 400, `${method} ${path}: ${answer.text}`);
+      assertJsonRejection(answer);
+    }
+  });
+
+  it('refuses callback headers that the signature does not cover (a replay could add or swap them)', async () => {
+    const id = freshId();
+    const body = objectText(provisionEntries(id));
+    const before = h.totalCalls();
+    const signed = h.sign('PUT', `/v1/resources/${id}`, body);
+    const added = await sendRaw(h.target, { method: 'PUT', path: `/v1/resources/${id}`, headers: [...signed.headers, ['x-callback-id', 'cb1'], ['x-callback-url', `${CALLBACK_ORIGIN}/v1/callbacks/cb1`]], body: signed.body });
+    assert.equal(added.status, 401);
+    assertJsonRejection(added);
+    assert.equal(h.totalCalls(), before);
+    // The same callback headers, signed, are accepted.
+    assert.equal((await h.send('PUT', `/v1/resources/${id}`, body, { 'x-callback-id': 'cb1', 'x-callback-url': `${CALLBACK_ORIGIN}/v1/callbacks/cb1` })).status, 201);
+  });
+});
+
 describe('after every provider property', () => {
   it('left Object.prototype untouched, every handler input valid, and no promise rejection unhandled', () => {
     assertNoPollution();
