@@ -8,6 +8,7 @@ import express from 'express';
 import session from 'express-session';
 import { pino } from 'pino';
 import { accepted, marketplaceRouter, requireMarketplaceSession, type MarketplaceRouter, type ProviderHandlers } from '../../src/index.js';
+import { deprecatedOAuthRouter, marketplaceEvents, platformRouter } from '../../src/platform/index.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
 import { createFakeConnector, type FakeConnector } from '../../src/testkit/fake-connector.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
@@ -219,10 +220,74 @@ describe('a whole lifecycle with trace logging', () => {
   });
 });
 
+describe('the platform side with trace logging', () => {
+  const PLATFORM_TOKEN = `platform-token-${randomBytes(12).toString('hex')}`;
+  const OAUTH_SECRET = `oauth-secret-${randomBytes(12).toString('hex')}`;
+  const HOOK_SECRET = `hook-secret-${randomBytes(12).toString('hex')}`;
+  const CLIENT = { clientId: 'ab'.repeat(16), clientSecret: OAUTH_SECRET, redirectUri: 'https://marketplace.example/callback' };
+  let platform: Running;
+
+  before(async () => {
+    for (const [kind, value] of [['platform access token', PLATFORM_TOKEN], ['oauth client secret', OAUTH_SECRET], ['webhook secret', HOOK_SECRET]] as const) remember(kind, value);
+    const app = express();
+    app.use(platformRouter({ accessTokens: [PLATFORM_TOKEN], logger, getProfile: (id) => (id === 'u-alice' ? { id, state: 'active' } : null), listUsers: () => [], authorize: () => true }));
+    app.post('/v1/events', marketplaceEvents({ logger, verify: (req) => req.headers['x-hook-secret'] === HOOK_SECRET, handlers: { 'resource:provisioned': () => undefined } }));
+    app.use(deprecatedOAuthRouter({ logger, clients: [CLIENT], getUser: () => ({ sub: 'u-alice', name: 'Alice', email: 'alice@example.com' }) }));
+    platform = await listen(app);
+  });
+  after(async () => {
+    await platform.close();
+  });
+
+  const call = async (method: string, path: string, headers: [string, string][] = [], body?: string) =>
+    record(`platform ${method} ${path}`, await sendRaw(platform, { method, path, headers: [['host', platform.host], ...headers], body: body === undefined ? undefined : Buffer.from(body) }));
+  const form = (fields: Record<string, string>) => new URLSearchParams(fields).toString();
+  const formType: [string, string] = ['content-type', 'application/x-www-form-urlencoded'];
+
+  it('serves the bearer-token endpoints and refuses wrong tokens', async () => {
+    assert.equal((await call('GET', '/v1/profiles/u-alice', [['authorization', `Bearer ${PLATFORM_TOKEN}`]])).status, 200);
+    assert.equal((await call('GET', '/v1/profiles/u-alice', [['authorization', `Bearer ${PLATFORM_TOKEN}x`]])).status, 401);
+    assert.equal((await call('GET', '/v1/users?resource_id=r', [['authorization', `Bearer ${PLATFORM_TOKEN}`]])).status, 400);
+  });
+
+  it('receives verified webhooks and refuses unverified ones', async () => {
+    const body = JSON.stringify({ event: 'resource:provisioned', version: 1, data: { resource_id: 'r1', subject: 'u-alice' } });
+    const headers: [string, string][] = [['x-marketplace-event', 'resource:provisioned'], ['content-type', 'application/json']];
+    assert.equal((await call('POST', '/v1/events', [...headers, ['x-hook-secret', HOOK_SECRET]], body)).status, 200);
+    assert.equal((await call('POST', '/v1/events', [...headers, ['x-hook-secret', `${HOOK_SECRET}0`]], body)).status, 401);
+  });
+
+  it('runs the deprecated flow: code, tokens, refresh, UserInfo, and a replayed code', async () => {
+    const login = await call('GET', `/oauth/login?client_id=${CLIENT.clientId}&redirect_uri=${encodeURIComponent(CLIENT.redirectUri)}&response_type=code&state=s1`);
+    assert.equal(login.status, 302);
+    const code = new URL(String(login.headers.location)).searchParams.get('code')!;
+    remember('oauth code', code);
+    const basic: [string, string] = ['authorization', `Basic ${Buffer.from(`${CLIENT.clientId}:${OAUTH_SECRET}`).toString('base64')}`];
+    remember('oauth basic credentials', basic[1]);
+    const tokens = await call('POST', '/oauth/token', [formType, basic], form({ grant_type: 'authorization_code', code, redirect_uri: CLIENT.redirectUri }));
+    assert.equal(tokens.status, 200);
+    const { access_token: access, refresh_token: refresh } = tokens.json as { access_token: string; refresh_token: string };
+    remember('oauth access token', access);
+    remember('oauth refresh token', refresh);
+    assert.equal((await call('GET', '/oauth/userinfo', [['authorization', `Bearer ${access}`]])).status, 200);
+    const refreshed = await call('POST', '/oauth/token', [formType, basic], form({ grant_type: 'refresh_token', refresh_token: refresh }));
+    assert.equal(refreshed.status, 200);
+    remember('oauth access token', (refreshed.json as { access_token: string }).access_token);
+    remember('oauth refresh token', (refreshed.json as { refresh_token: string }).refresh_token);
+    // A replayed code and a reused refresh token are refused, and revoke the grant (logged as such).
+    assert.equal((await call('POST', '/oauth/token', [formType, basic], form({ grant_type: 'authorization_code', code, redirect_uri: CLIENT.redirectUri }))).status, 400);
+    assert.equal((await call('POST', '/oauth/token', [formType, basic], form({ grant_type: 'refresh_token', refresh_token: refresh }))).status, 400);
+    assert.equal((await call('GET', '/oauth/userinfo', [['authorization', `Bearer ${access}`]])).status, 401);
+    const wrong = `wrong-${OAUTH_SECRET}`;
+    remember('oauth client secret (wrong guess)', wrong);
+    assert.equal((await call('POST', '/oauth/token', [formType], form({ grant_type: 'authorization_code', code, client_id: CLIENT.clientId, client_secret: wrong, redirect_uri: CLIENT.redirectUri }))).status, 401);
+  });
+});
+
 describe('what was logged and answered', () => {
   it('captured the lifecycle from every component', (t) => {
     const text = lines.join('');
-    for (const expected of ['"component":"provider"', '"component":"outbox"', '"component":"connector"', '"component":"store"', '"component":"sso"', 'single sign-on succeeded', 'callback delivered', 'marketplace request signature rejected']) {
+    for (const expected of ['"component":"provider"', '"component":"outbox"', '"component":"connector"', '"component":"store"', '"component":"sso"', 'single sign-on succeeded', 'callback delivered', 'marketplace request signature rejected', '"component":"platform"', '"component":"platform-oauth"', '"component":"platform-events"', 'authorization code replayed']) {
       assert.ok(text.includes(expected), `no log line with ${expected}: the capture is not seeing everything`);
     }
     t.diagnostic(`secrets test: ${lines.length} log lines, ${errorAnswers.length} error answers, ${secrets.size} secret values checked (${[...new Set(secrets.values())].join(', ')})`);
