@@ -43,6 +43,9 @@ let cpuStart = process.cpuUsage();
 const cleanups: (() => Promise<void> | void)[] = [];
 
 async function start(params: StartParams): Promise<{ port: number }> {
+  // --quick reuses one process for every configuration; a full run starts a fresh one each time.
+  await close();
+  handled = 0;
   const app = express();
   if (params.mode === 'bare') {
     app.put('/v1/resources/:id', express.json(), (_req, res) => {
@@ -137,9 +140,24 @@ async function close(): Promise<void> {
     server = undefined;
     closing.closeAllConnections();
     await new Promise<void>((resolve) => closing.close(() => resolve()));
+    // Requests cut off when the load generator stopped may still be in their handler or store
+    // commit: let them finish before the store closes under them.
+    await settle();
   }
-  await router?.close();
-  for (const cleanup of cleanups.reverse()) await cleanup();
+  const closingRouter = router;
+  router = undefined;
+  await closingRouter?.close();
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+}
+
+/** Waits until no request has been handled for 100 ms (at most 5 s). */
+async function settle(): Promise<void> {
+  const deadline = Date.now() + 5000;
+  let seen = -1;
+  while (seen !== handled && Date.now() < deadline) {
+    seen = handled;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 serveCalls({ start, counters }, close);

@@ -74,8 +74,8 @@ async function measure(params: VerifyParams): Promise<VerifyResult> {
   });
 
   // Warm-up of both paths (JIT, thread pool).
-  await runFor(viaCrypto, params.concurrency, 300);
-  await runFor(viaVerifier, params.concurrency, 300);
+  await runFor(viaCrypto, params.concurrency, params.sliceMs);
+  await runFor(viaVerifier, params.concurrency, params.sliceMs);
 
   const totals = { verify: { ops: 0, seconds: 0 }, raw: { ops: 0, seconds: 0 } };
   const ratios: number[] = [];

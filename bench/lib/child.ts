@@ -38,7 +38,9 @@ export function startWorker(script: string, options: { exposeGc?: boolean; env?:
   const child: ChildProcess = fork(fileURLToPath(new URL(`../${script}`, import.meta.url)), [], {
     cwd: REPO_ROOT,
     execArgv,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // The child's stdout joins our stderr: only run.ts writes to stdout (the table), whatever a
+    // server under test logs.
+    stdio: ['ignore', 2, 2, 'ipc'],
     env: { ...process.env, ...options.env },
   });
   let nextId = 1;

@@ -93,21 +93,45 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   const now = optionalFunction<() => Date | number>(FACTORY, opts, 'now') ?? (() => Date.now());
   const toleranceMs = optionalPositiveNumber(FACTORY, opts, 'toleranceMs', { allowZero: true }) ?? DEFAULT_TOLERANCE_MS;
   const publicHost = readPublicHost(opts.publicHost);
-  const cache = new EndorsementCache(readCacheSize(opts.endorsementCacheSize));
+  const cacheSize = readCacheSize(opts.endorsementCacheSize);
+  const cache = new EndorsementCache(cacheSize);
+  // Endorsement checks in progress. When the marketplace switches to a new live key, every request
+  // in flight carries it: they wait for one check instead of each verifying the endorsement again.
+  // Entries live only while a check runs, so the map is bounded by the requests in flight.
+  const checking = new Map<string, Promise<EndorsementOutcome>>();
 
-  async function endorsedKey(signature: ParsedSignature): Promise<KeyObject> {
-    const cached = cache.get(signature.endorsementText);
-    if (cached !== undefined) return cached;
+  async function checkEndorsement(signature: ParsedSignature): Promise<EndorsementOutcome> {
     if (isWeakPublicKey(signature.livePublicKey) || !(await verifyEd25519(signature.livePublicKey, masterKey, signature.endorsement))) {
-      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key');
+      return { key: undefined, cause: undefined };
     }
     let key: KeyObject;
     try {
       key = importPublicKey(signature.livePublicKey);
     } catch (error) {
-      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key', { cause: error });
+      return { key: undefined, cause: error };
     }
     cache.set(signature.endorsementText, key);
+    return { key, cause: undefined };
+  }
+
+  async function endorsedKey(signature: ParsedSignature): Promise<KeyObject> {
+    const text = signature.endorsementText;
+    const cached = cache.get(text);
+    if (cached !== undefined) return cached;
+    let check = checking.get(text);
+    if (check === undefined) {
+      check = checkEndorsement(signature);
+      // With the cache off, every request checks its own endorsement, as documented.
+      if (cacheSize > 0) {
+        checking.set(text, check);
+        const forget = () => checking.delete(text);
+        check.then(forget, forget);
+      }
+    }
+    const { key, cause } = await check;
+    if (key === undefined) {
+      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key', cause === undefined ? undefined : { cause });
+    }
     return key;
   }
 
@@ -165,6 +189,12 @@ function readCacheSize(value: unknown): number {
     throw new InvalidOptionsError(`${FACTORY}: option "endorsementCacheSize" must be a non-negative integer (0 turns the cache off)`);
   }
   return value;
+}
+
+/** An endorsement check's result: the imported live key, or none (with the import failure, if any). */
+interface EndorsementOutcome {
+  key: KeyObject | undefined;
+  cause: unknown;
 }
 
 /** Least-recently-used map of endorsement text to the imported live key. */

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { createFakeConnector } from '../../src/testkit/fake-connector.js';
-import { startExample, waitFor } from '../helpers/processes.js';
+import { startExample, stopAll, waitFor } from '../helpers/processes.js';
 import { figures, marketplace, newId, sqliteUnderTest } from './helpers.js';
 
 describe('SIGTERM', () => {
@@ -30,7 +30,7 @@ describe('SIGTERM', () => {
       EXAMPLE_HANDLER_DELAY_MS: '2000',
       LOG_LEVEL: 'info',
     });
-    t.after(() => provider.stop());
+    t.after(() => stopAll([provider]));
 
     const id = newId('term');
     let settled = false;

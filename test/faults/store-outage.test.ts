@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
-import { startExample, waitFor, type ExampleProcess } from '../helpers/processes.js';
+import { startExample, stopAll, waitFor, type ExampleProcess } from '../helpers/processes.js';
 import {
   DATABASE_URL,
   databaseUrlVia,
@@ -52,10 +52,10 @@ async function outageScenario(t: TestContext, store: StoreUnderTest, outage: Out
     ...store.env,
     ...extraEnv,
     MASTER_PUBLIC_KEY: market.masterPublicKey,
-    EXAMPLE_HANDLER_DELAY_MS: '700',
+    EXAMPLE_HANDLER_DELAY_MS: '1500',
     EXAMPLE_LEASE_MS: '1000',
   }, { name: `${store.kind} example` });
-  t.after(() => provider.stop());
+  t.after(() => stopAll([provider]));
   const answers: Answer[] = [];
   const send = async (id: string) => {
     const answer = await market.send(provider, 'PUT', `/v1/resources/${id}`, { id, product: 'bonnets', plan: 'small', region: 'all::global' });

@@ -184,9 +184,17 @@ export async function startExample(env: Record<string, string>, options: StartOp
   };
 }
 
-/** Stops every given process that still runs (SIGTERM, then SIGKILL): for after hooks. */
+/**
+ * Stops every given process that still runs (SIGTERM, then SIGKILL), for after hooks, and prints
+ * the tail of whatever a process wrote on stderr (nothing, normally), so that a failure in CI
+ * comes with the provider's side of the story.
+ */
 export async function stopAll(processes: readonly (ExampleProcess | undefined)[]): Promise<void> {
   await Promise.all(processes.map((p) => (p?.running === true ? p.stop(5000) : undefined)));
+  for (const p of processes) {
+    const err = p?.stderr() ?? '';
+    if (err.trim() !== '') console.log(`${p!.name} (pid ${p!.pid}) stderr:\n${err.slice(-2000)}`);
+  }
 }
 
 export interface WaitOptions {

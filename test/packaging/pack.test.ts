@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -90,28 +90,33 @@ describe('the packed tarball in a scratch project', () => {
       postgresWithoutDriver: true,
     });
   });
-});
 
-describe('the main entry and the database drivers', () => {
-  it('loads neither better-sqlite3 nor pg when they are installed (they load only when a store is created)', async () => {
-    // Run in the repository, where both drivers are installed, through the package's own exports map.
-    const probe = `
-      import { createRequire } from 'node:module';
-      const require = createRequire(import.meta.url);
-      const drivers = () => Object.keys(require.cache).filter((p) => /node_modules\\/(better-sqlite3|pg)\\//.test(p));
-      await import('${pkg.name}');
-      await import('${pkg.name}/platform');
-      await import('${pkg.name}/testkit');
-      await import('${pkg.name}/stores/sqlite');
-      await import('${pkg.name}/stores/postgres');
-      const before = drivers();
-      require('pg');
-      console.log(JSON.stringify({ before, after: drivers().length > 0 }));
-    `;
-    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', probe], { cwd: root, timeout: 30_000 });
-    assert.deepEqual(JSON.parse(stdout), { before: [], after: true });
+  it('loads neither better-sqlite3 nor pg with the main entry, even when both are installed', async () => {
+    // The drivers this repository installed, linked in (their dependencies resolve from their real path).
+    for (const driver of ['better-sqlite3', 'pg']) symlinkSync(join(root, 'node_modules', driver), join(scratch, 'node_modules', driver), 'dir');
+    writeFileSync(join(scratch, 'drivers.mjs'), DRIVER_PROBE);
+    const { stdout } = await run(process.execPath, ['drivers.mjs'], { cwd: scratch, timeout: 60_000 });
+    assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()!), { withEveryEntry: [], afterSqliteStore: ['better-sqlite3'] });
   });
 });
+
+/** Imports every entry point, then creates a SQLite store: only that may load a driver. */
+const DRIVER_PROBE = `
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const drivers = () => [...new Set(Object.keys(require.cache).map((p) => /node_modules\\/(better-sqlite3|pg)\\//.exec(p)?.[1]).filter(Boolean))];
+await import('embedded-marketplace');
+await import('embedded-marketplace/errors');
+await import('embedded-marketplace/platform');
+await import('embedded-marketplace/testkit');
+const { sqliteStore } = await import('embedded-marketplace/stores/sqlite');
+await import('embedded-marketplace/stores/postgres');
+const withEveryEntry = drivers();
+const store = sqliteStore({ path: ':memory:', encryptionKey: Buffer.alloc(32, 7).toString('base64'), logger: false });
+const afterSqliteStore = drivers();
+await store.close();
+console.log(JSON.stringify({ withEveryEntry, afterSqliteStore }));
+`;
 
 /** The scratch project's program: plain ESM against the installed package, as a user writes it. */
 const SCRATCH_PROGRAM = `

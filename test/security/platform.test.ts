@@ -105,14 +105,15 @@ const ids = fc.oneof(
 );
 
 /** A query parameter: absent, valid, empty, repeated, junk or too long. */
+const weighted = (weight: number, arbitrary: fc.Arbitrary<string[]>) => ({ weight, arbitrary });
 function param(name: string, valid: fc.Arbitrary<string>): fc.Arbitrary<string[]> {
   return fc.oneof(
-    { weight: 20, arbitrary: valid.map((v) => [`${name}=${encodeURIComponent(v)}`]) },
-    { weight: 1, arbitrary: fc.constant([]) },
-    { weight: 1, arbitrary: fc.constant([`${name}=`]) },
-    { weight: 1, arbitrary: fc.tuple(valid, valid).map(([a, b]) => [`${name}=${encodeURIComponent(a)}`, `${name}=${encodeURIComponent(b)}`]) },
-    { weight: 1, arbitrary: junk.map((j) => [`${name}=${j}`]) },
-    { weight: 1, arbitrary: fc.constantFrom(`${name}=${'x'.repeat(257)}`, `${name}[]=x`, `${name.toUpperCase()}=x`).map((piece) => [piece]) },
+    weighted(20, valid.map((v) => [`${name}=${encodeURIComponent(v)}`])),
+    weighted(1, fc.constant([])),
+    weighted(1, fc.constant([`${name}=`])),
+    weighted(1, fc.tuple(valid, valid).map(([a, b]) => [`${name}=${encodeURIComponent(a)}`, `${name}=${encodeURIComponent(b)}`])),
+    weighted(1, junk.map((j) => [`${name}=${j}`])),
+    weighted(1, fc.constantFrom(`${name}=${'x'.repeat(257)}`, `${name}[]=x`, `${name.toUpperCase()}=x`).map((piece) => [piece])),
   );
 }
 const pipeList = (max: number) => fc.oneof(
@@ -224,8 +225,8 @@ describe('webhook receiver', () => {
   const delivery = fc.record({
     method: fc.constantFrom('POST', 'POST', 'POST', 'PUT', 'GET'),
     types: fc.oneof(
-      { weight: 3, arbitrary: fc.constantFrom(['resource:provisioned'], ['resource:deprovisioned']) },
-      { weight: 1, arbitrary: fc.array(fc.constantFrom('resource:provisioned', 'resource:deprovisioned', 'resource:unknown', '', '  resource:provisioned  ', 'RESOURCE:PROVISIONED', '__proto__', 'constructor', 'toString'), { minLength: 0, maxLength: 2 }) },
+      weighted(3, fc.constantFrom(['resource:provisioned'], ['resource:deprovisioned'])),
+      weighted(1, fc.array(fc.constantFrom('resource:provisioned', 'resource:deprovisioned', 'resource:unknown', '', '  resource:provisioned  ', 'RESOURCE:PROVISIONED', '__proto__', 'constructor', 'toString'), { minLength: 0, maxLength: 2 })),
     ),
     contentType: fc.oneof({ weight: 3, arbitrary: fc.constant('application/json') }, { weight: 1, arbitrary: fc.constantFrom(undefined, 'application/json; charset=utf-8', 'application/cloudevents+json', 'text/plain', 'application/x-www-form-urlencoded') }),
     secret: fc.constantFrom(undefined, HOOK_SECRET, HOOK_SECRET, `${HOOK_SECRET}x`, HOOK_SECRET.toUpperCase()),

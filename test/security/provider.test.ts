@@ -124,7 +124,7 @@ describe('valid signatures on arbitrary JSON bodies and headers', () => {
       checkAnswer(answer, context);
       assert.notEqual(answer.status, 401, `a valid signature was refused${context}: ${answer.text}`);
       assert.ok(ALLOWED.has(answer.status), `unexpected ${answer.status}${context}`);
-    }), runs(400));
+    }), runs(300));
     assert.deepEqual(h.violations, []);
     count.report(`statuses ${JSON.stringify(Object.fromEntries([...statuses].sort()))}; handler calls ${JSON.stringify(h.calls)}`);
     assertNoPollution();
@@ -218,7 +218,7 @@ describe('mutations of a valid signed request', () => {
         assert.ok(answer.status >= 400, `a changed request was accepted with ${answer.status}${context}: ${answer.text}`);
         assert.equal(h.totalCalls(), before, `a handler ran for a changed request${context}`);
       }
-    }), runs(500));
+    }), runs(400));
     assert.deepEqual(h.violations, []);
     count.report(`by kind ${JSON.stringify(Object.fromEntries([...kinds].sort()))}`);
   });
@@ -381,7 +381,7 @@ describe('forged and unsigned requests', () => {
       assert.ok(answer.status === 401 || answer.status === 404, `answered ${answer.status}${context}: ${answer.text}`);
       if (answer.status === 404) assert.deepEqual(answer.json, { message: 'host app: not found' }, `a provider route answered 404 before checking the signature${context}`);
       assert.equal(h.totalCalls(), before, `a handler ran without a valid signature${context}`);
-    }), runs(400));
+    }), runs(300));
     count.report();
   });
 });
@@ -433,7 +433,7 @@ describe('hostile queries, paths and callback headers under valid signatures', (
           if ((local.calls.measures ?? 0) > before) assert.ok(answer.status === 200 || answer.status === 204, `the measures handler ran for a refused query${context}`);
           if (answer.status === 200) assert.deepEqual(Object.keys(answer.json as object).sort(), ['measures', 'period_end', 'period_start', 'resource_id']);
           assertNoPollution();
-        }), runs(250));
+        }), runs(200));
       } finally {
         if (local !== h) await local.close();
       }
