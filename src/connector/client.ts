@@ -115,7 +115,7 @@ export interface ConnectorClient {
    */
   getResource(id: string, accessToken: string): Promise<ConnectorResource | undefined>;
   /** One attempt to deliver a callback; see {@link CallbackResult}. Never throws. */
-  sendCallback(callbackUrl: string, payload: CallbackPayload): Promise<CallbackResult>;
+  sendCallback(callbackUrl: string, payload: CallbackPayload, options?: { signal?: AbortSignal }): Promise<CallbackResult>;
   /** Checks an X-Callback-URL against the callback URL policy; the reason is safe for a 400 message. */
   checkCallbackUrl(url: unknown): CallbackUrlVerdict;
   /** Shorthand for `checkCallbackUrl(url).allowed`. */
@@ -176,16 +176,18 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
   let inflight: Promise<string> | undefined;
 
   /** One HTTP exchange with a timeout covering headers and body; transport failures become ConnectorErrors. */
-  async function request(url: string, init: RequestInit, what: string, readBody: boolean): Promise<{ status: number; headers: Headers; body: string }> {
+  async function request(url: string, init: RequestInit, what: string, readBody: boolean, outer?: AbortSignal): Promise<{ status: number; headers: Headers; body: string }> {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), timeoutMs);
+    // The caller's signal (the outbox giving up on an attempt) ends the exchange as surely as our timeout.
+    const signal = outer === undefined ? controller.signal : AbortSignal.any([controller.signal, outer]);
     try {
-      const response = await fetchImpl(url, { ...init, signal: controller.signal });
+      const response = await fetchImpl(url, { ...init, signal });
       const body = readBody ? await readLimited(response) : (await discard(response), '');
       return { status: response.status, headers: response.headers, body };
     } catch (err) {
       if (isMarketplaceError(err)) throw err;
-      const timedOut = controller.signal.aborted;
+      const timedOut = signal.aborted;
       const detail = timedOut ? `timed out after ${timeoutMs} ms` : `network error${networkCode(err)}`;
       throw new ConnectorError('ERR_CONNECTOR_UNREACHABLE', `Marketplace connector unreachable (${what}): ${detail}`, undefined, { cause: err });
     } finally {
@@ -298,8 +300,8 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
       throw err;
     },
 
-    async sendCallback(callbackUrl, payload) {
-      const result = await attemptCallback(callbackUrl, payload);
+    async sendCallback(callbackUrl, payload, options) {
+      const result = await attemptCallback(callbackUrl, payload, options?.signal);
       // debug only: the caller (the outbox) owns the operator-facing log line, with its own context.
       logger.debug({ callback: describeUrl(callbackUrl), ...result }, 'callback attempt');
       return result;
@@ -309,7 +311,7 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
     isAllowedCallbackUrl: (url) => policy.isAllowed(url),
   };
 
-  async function attemptCallback(callbackUrl: string, payload: CallbackPayload): Promise<CallbackResult> {
+  async function attemptCallback(callbackUrl: string, payload: CallbackPayload, signal: AbortSignal | undefined): Promise<CallbackResult> {
     const verdict = policy.check(callbackUrl);
     if (!verdict.allowed) return { outcome: 'rejected', reason: verdict.reason };
     const problem = callbackPayloadProblem(payload);
@@ -332,7 +334,7 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
         body: JSON.stringify(body),
         redirect: 'manual',
-      }, 'callback', false);
+      }, 'callback', false, signal);
     } catch (err) {
       const reason = err instanceof Error ? err.message : 'network error';
       return { outcome: 'retry', reason };

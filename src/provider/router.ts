@@ -151,7 +151,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const connector = options.connector === undefined ? undefined : buildConnector(options.connector, logger);
   const outbox: Outbox | undefined = connector === undefined || options.outbox === false
     ? undefined
-    : createOutbox({ ...options.outbox, store, send: (url, payload) => connector.sendCallback(url, payload), owner, now, logger });
+    : createOutbox({ ...options.outbox, store, send: (url, payload, context) => connector.sendCallback(url, payload, { signal: context.signal }), owner, now, logger });
   outbox?.start();
 
   const engine = new OperationEngine({ store, owner, now, leaseMs, waitMs: handlerTimeoutMs, pendingDeadlineMs: PENDING_DEADLINE_MS, logger });

@@ -236,6 +236,19 @@ describe('connector client against the fake connector', () => {
       assert.deepEqual(await client.sendCallback(target, payload), { outcome: 'delivered', status: 204 });
     });
 
+    it("ends an attempt when the caller's signal aborts, before its own timeout", async () => {
+      const target = fake.callbackUrl('cb-abort');
+      const payload = { state: 'done' as const, message: 'Provisioned at last' };
+      await client.clientCredentialsToken();
+      fake.failNext('callbacks', 1, { delayMs: 2000 });
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(), 50);
+      const started = Date.now();
+      const result = await make({ timeoutMs: 10_000 }).sendCallback(target, payload, { signal: controller.signal });
+      assert.equal(result.outcome, 'retry');
+      assert.ok(Date.now() - started < 1500, 'the attempt outlived the abort');
+    });
+
     it('on 401 drops the cached token and asks for a retry; the next attempt gets a new token', async () => {
       const target = fake.callbackUrl('cb-401');
       const payload = { state: 'done' as const, message: 'Provisioned at last' };
