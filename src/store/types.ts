@@ -103,15 +103,33 @@ export interface ClaimInput {
  */
 export type ClaimResult = { outcome: 'claimed'; operation: OperationRecord } | { outcome: 'busy'; operation: OperationRecord };
 
-/** The entity change an operation commits, applied atomically with releasing the operation. */
+/** The two kinds of entity the marketplace provisions: the first half of an operation key and of a tombstone. */
+export type EntityKind = 'resource' | 'credential';
+
+/**
+ * The entity change an operation commits, applied atomically with releasing the operation.
+ *
+ * Deletions leave a **tombstone** (entity kind, id, `deletedAt`): marketplace ids are globally
+ * unique and never reused, so a PUT for a deleted id can only be a replay of a captured request,
+ * and the store refuses to re-create the entity (see {@link Store.isDeleted}).
+ */
 export type Mutation =
   | { type: 'none' }
+  /** Fails with ConflictError (nothing written) when the resource id has a tombstone. */
   | { type: 'putResource'; resource: ResourceRecord }
-  /** Removes the resource and every credential of it. */
-  | { type: 'deleteResource'; id: string }
-  /** Fails with NotFoundError (nothing written) when the resource does not exist. */
+  /**
+   * Removes the resource and every credential of it, and records a tombstone for the resource and
+   * for each of those credentials, at `deletedAt`. A missing resource is no error (its tombstone is
+   * still recorded); an existing tombstone keeps its first `deletedAt`.
+   */
+  | { type: 'deleteResource'; id: string; deletedAt: number }
+  /**
+   * Fails with NotFoundError (nothing written) when the resource does not exist, and with
+   * ConflictError (nothing written) when the credential id has a tombstone.
+   */
   | { type: 'putCredential'; credential: CredentialRecord }
-  | { type: 'deleteCredential'; id: string };
+  /** Removes the set and records its tombstone at `deletedAt`, as `deleteResource` does. */
+  | { type: 'deleteCredential'; id: string; deletedAt: number };
 
 /** What a completed long-running operation reports to the marketplace (gaps.md, callbacks). */
 export interface CallbackPayload {
@@ -197,11 +215,28 @@ export interface Store {
   /** Turn a running claim into a pending operation (the handler answered 202). Rejects with LeaseLostError when the token lost the key. */
   markOperationPending(key: string, token: string, pending: PendingInput): Promise<OperationRecord>;
   /**
-   * In one transaction: apply the mutation, delete the operation and enqueue the delivery.
-   * Rejects with LeaseLostError when the token no longer holds
-   * the key, and with NotFoundError for a credential whose resource is gone; nothing is written then.
+   * In one transaction: apply the mutation (deletions with their tombstones), delete the operation
+   * and enqueue the delivery. Rejects with LeaseLostError when the token no longer holds the key,
+   * with NotFoundError for a credential whose resource is gone, and with ConflictError for a put of
+   * a tombstoned id; nothing is written then and the operation is still held.
    */
   commitOperation(key: string, token: string, commit: CommitInput): Promise<void>;
+
+  /**
+   * Whether a tombstone exists for this entity: it was deleted by a committed `deleteResource` or
+   * `deleteCredential` (a resource's deletion tombstones its credentials too). False for an id never
+   * seen, for one that exists, and for one whose provisioning failed (nothing was ever written).
+   *
+   * Tombstones are kept: ids are never reused, and each costs one small row (kind, id, time).
+   */
+  isDeleted(entity: EntityKind, id: string): Promise<boolean>;
+  /**
+   * Delete tombstones with `deletedAt < before`; answers how many. Only safe beyond the signature
+   * replay window: a captured PUT for a pruned id would provision it again. A signed Date may run
+   * `toleranceMs` ahead and stays valid `toleranceMs` after, so `before` must be at most
+   * `now - 2 * toleranceMs` (10 minutes by default); keeping a day or more costs little.
+   */
+  pruneTombstones(before: number): Promise<number>;
 
   /** Claim up to `limit` deliveries that are due and not held by a live claim. */
   claimDeliveries(input: DeliveryClaimInput): Promise<DeliveryRecord[]>;
@@ -226,6 +261,6 @@ export interface Store {
 }
 
 /** The key of the operation lock for an entity. */
-export function operationKey(entity: 'resource' | 'credential', id: string): string {
+export function operationKey(entity: EntityKind, id: string): string {
   return `${entity}:${id}`;
 }
