@@ -36,17 +36,17 @@ for (const arg of process.argv.slice(2)) {
 const CONNECTIONS = 32;
 const PLAN = quick
   ? {
-      verify: { requests: 256, pairs: 2, sliceMs: 150 },
-      http: { warmup: 100, seconds: 0.5 },
+      verify: { requests: 256, pairs: 2, sliceMs: 100 },
+      http: { warmup: 100, laterWarmup: 100, seconds: 0.5, rounds: 1 },
       resources: 2_000,
       verifications: { count: 5_000, keys: 96, run: 25, cacheSize: 64, concurrency: 8 } satisfies VerificationsParams,
       growth: { levels: [1_000, 2_000, 5_000], warmup: 100, seconds: 0.5 },
     }
   : {
-      verify: { requests: 4_096, pairs: 10, sliceMs: 300 },
-      http: { warmup: 3_000, seconds: 10 },
+      verify: { requests: 4_096, pairs: 16, sliceMs: 300 },
+      http: { warmup: 3_000, laterWarmup: 500, seconds: 5, rounds: 3 },
       resources: 100_000,
-      verifications: { count: 1_000_000, keys: 2_048, run: 500, concurrency: 8 } satisfies VerificationsParams,
+      verifications: { count: 1_000_000, keys: 2_000, run: 500, concurrency: 8 } satisfies VerificationsParams,
       growth: { levels: [1_000, 10_000, 100_000], warmup: 1_000, seconds: 4 },
     };
 const VERIFY_TARGET = 0.85;
@@ -89,18 +89,20 @@ async function checkSigner(master: BenchKeyPair): Promise<void> {
 
 async function verifySection(worker: Worker): Promise<void> {
   try {
-    for (const concurrency of [1, CONNECTIONS]) {
+    // Throughput (many in flight, as under HTTP load) is what the target is about; one in flight
+    // is printed too: it measures latency, where the thread-pool hand-off of both sides dominates.
+    for (const [concurrency, pairs] of [[CONNECTIONS, PLAN.verify.pairs], [1, Math.ceil(PLAN.verify.pairs / 2)]] as const) {
       progress(`(1) verify() vs crypto.verify, ${concurrency} in flight`);
-      const r = await worker.call<VerifyResult>('measure', { ...PLAN.verify, concurrency } satisfies VerifyParams);
-      const ratio = r.ratio;
+      const r = await worker.call<VerifyResult>('measure', { ...PLAN.verify, pairs, concurrency } satisfies VerifyParams);
+      const throughput = concurrency > 1;
       rows.push([
         '1',
-        `verify() vs raw crypto.verify, ${concurrency} in flight (median of ${PLAN.verify.pairs} paired slices)`,
+        `verify() vs raw crypto.verify, ${concurrency} in flight (${throughput ? 'throughput' : 'latency'}; median of ${pairs} paired slices)`,
         `${int(r.verifyOps)} ops/s (${r.overheadUs >= 0 ? '+' : '−'}${fixed(Math.abs(r.overheadUs), 1)} µs/op)`,
         `${int(r.rawOps)} ops/s`,
-        fixed(ratio, 2),
-        `≥ ${VERIFY_TARGET}`,
-        verdict(ratio >= VERIFY_TARGET),
+        fixed(r.ratio, 2),
+        throughput ? `≥ ${VERIFY_TARGET}` : 'printed',
+        throughput ? verdict(r.ratio >= VERIFY_TARGET) : '—',
       ]);
     }
   } finally {
@@ -108,57 +110,96 @@ async function verifySection(worker: Worker): Promise<void> {
   }
 }
 
-interface HttpFigures extends LoadResult {
+/** One load run against one server, with the server's own counters over the same span. */
+interface RunFigures extends LoadResult {
+  /** Provision handler calls (bare: route calls) during the run, warm-up included. */
   handled: number;
-  /** Server CPU (all threads) per handled request, warm-up included: steadier than req/s on a shared machine. */
-  cpuPerRequest: number;
+  /** Server CPU (every thread) during the run, warm-up included, in microseconds. */
+  cpuMicros: number;
+}
+
+/** A server under test and its runs. */
+interface Target {
+  mode: ServerMode;
+  label: string;
+  worker: Worker;
+  port: number;
+  runs: RunFigures[];
+  problem?: string;
 }
 
 const startServer = () => startWorker('server.ts', { env: { LOG_LEVEL: 'warn' } });
-/** --quick: one server process for every run (start-up time dominates a smoke run). */
+/** --quick: one server process for every configuration in turn (start-up time dominates a smoke run). */
 let sharedServer: Worker | undefined;
 
-async function httpRun(loader: Worker, master: BenchKeyPair, mode: ServerMode, options: { prefill?: number; warmup: number; seconds: number; databaseUrl?: string }): Promise<HttpFigures> {
-  const server = sharedServer ?? startServer();
+async function openTarget(master: BenchKeyPair, mode: ServerMode, label: string, options: { prefill?: number; databaseUrl?: string } = {}): Promise<Target> {
+  const worker = sharedServer ?? startServer();
   try {
-    const { port } = await server.call<{ port: number }>('start', {
+    const { port } = await worker.call<{ port: number }>('start', {
       mode,
       masterPublicKey: master.publicKey,
       ...(options.prefill === undefined ? {} : { prefill: options.prefill }),
       ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
     });
-    const load = await loader.call<LoadResult>('run', {
-      url: `http://127.0.0.1:${port}`,
-      host: `127.0.0.1:${port}`,
-      master: master.jwk,
-      connections: CONNECTIONS,
-      warmup: options.warmup,
-      seconds: options.seconds,
-      minRate: quick ? 4_000 : 3_000,
-    });
-    const { handled, cpuMicros } = await server.call<StopResult>('counters');
-    const figures = { ...load, handled, cpuPerRequest: cpuMicros / Math.max(handled, 1) };
-    if (figures.signedLate > 0) notes.push(`${mode}: the pre-signed pool ran out; ${int(figures.signedLate)} requests were signed during the run (load generator busier than planned).`);
-    const problem = invalid(mode, figures);
-    if (problem !== undefined) throw new Error(`${mode} run invalid: ${problem}`);
-    return figures;
-  } finally {
-    if (server !== sharedServer) await server.close();
+    return { mode, label, worker, port, runs: [] };
+  } catch (error) {
+    if (worker !== sharedServer) await worker.close();
+    throw error;
   }
 }
 
+async function closeTarget(target: Target): Promise<void> {
+  if (target.worker !== sharedServer) await target.worker.close();
+}
+
+/** Runs the load generator once against `target` and checks that the run counts. */
+async function measureOnce(loader: Worker, master: BenchKeyPair, target: Target, warmup: number, seconds: number): Promise<RunFigures> {
+  const before = await target.worker.call<StopResult>('settle');
+  const load = await loader.call<LoadResult>('run', {
+    url: `http://127.0.0.1:${target.port}`,
+    host: `127.0.0.1:${target.port}`,
+    master: master.jwk,
+    connections: CONNECTIONS,
+    warmup,
+    seconds,
+    minRate: quick ? 4_000 : 3_000,
+  });
+  const after = await target.worker.call<StopResult>('settle');
+  const figures: RunFigures = { ...load, handled: after.handled - before.handled, cpuMicros: after.cpuMicros - before.cpuMicros };
+  if (figures.signedLate > 0) notes.push(`${target.mode}: the pre-signed pool ran out; ${int(figures.signedLate)} requests were signed during the run (load generator busier than planned).`);
+  const problem = invalid(target.mode, figures);
+  if (problem !== undefined) throw new Error(`${target.mode} run invalid: ${problem}`);
+  target.runs.push(figures);
+  return figures;
+}
+
 /** Why a run does not count, or undefined: every answer 201, every request handled once (so distinct). */
-function invalid(mode: ServerMode, f: HttpFigures): string | undefined {
+function invalid(mode: ServerMode, f: RunFigures): string | undefined {
   const other = Object.entries(f.statusCodes).filter(([code]) => code !== '201');
   if (other.length > 0) return `answers other than 201: ${other.map(([code, n]) => `${n} × ${code}`).join(', ')}`;
   if (f.errors > 0 || f.timeouts > 0) return `${f.errors} errors, ${f.timeouts} timeouts`;
-  // Requests still in flight when autocannon stops may have been handled without being counted.
+  // Requests still in flight when autocannon stops are handled without being counted as answered.
   if (f.handled < f.succeeded || f.handled > f.succeeded + CONNECTIONS) return `${f.handled} handled for ${f.succeeded} answered`;
   if (mode !== 'bare' && f.completed === 0) return 'no request completed';
   return undefined;
 }
 
-const httpFigures = (f: HttpFigures) => `${int(f.requestsPerSecond)} req/s, p50 ${ms(f.latencyP50)}, p99 ${ms(f.latencyP99)}; server CPU ${int(f.cpuPerRequest)} µs/req`;
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+/** A target's runs together: overall req/s, median latencies, CPU per handled request. */
+function summary(target: Target): { rate: number; p50: number; p99: number; cpu: number; text: string } {
+  const completed = target.runs.reduce((sum, run) => sum + run.completed, 0);
+  const seconds = target.runs.reduce((sum, run) => sum + run.completed / run.requestsPerSecond, 0);
+  const rate = completed / seconds;
+  const p50 = median(target.runs.map((run) => run.latencyP50));
+  const p99 = median(target.runs.map((run) => run.latencyP99));
+  const cpu = target.runs.reduce((sum, run) => sum + run.cpuMicros, 0) / target.runs.reduce((sum, run) => sum + run.handled, 0);
+  return { rate, p50, p99, cpu, text: `${int(rate)} req/s, p50 ${ms(p50)}, p99 ${ms(p99)}; server CPU ${int(cpu)} µs/req` };
+}
 
 async function databaseProblem(url: string | undefined): Promise<string | undefined> {
   if (url === undefined || url === '') return 'skipped: DATABASE_URL not set';
@@ -174,48 +215,93 @@ async function databaseProblem(url: string | undefined): Promise<string | undefi
   }
 }
 
+const failure = (error: unknown) => `FAILED: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`;
+
+/**
+ * Measurements 2 and 3. A full run keeps every server up and interleaves them in rounds (the order
+ * rotating), each round's ratio taken against that round's bare run: load from other processes then
+ * hits a round, not one side, and the median over rounds drops it.
+ */
 async function httpSection(loader: Worker, master: BenchKeyPair): Promise<void> {
-  const { warmup, seconds } = PLAN.http;
-  progress('(2) bare Express baseline under autocannon');
-  const bareBefore = await httpRun(loader, master, 'bare', { warmup, seconds });
-  const results: { mode: ServerMode; label: string; figures?: HttpFigures; problem?: string }[] = [];
+  const { warmup, laterWarmup, seconds, rounds } = PLAN.http;
   const databaseUrl = process.env.DATABASE_URL;
-  const stores = ([['memory', 'memoryStore'], ['sqlite', 'sqliteStore (temp file)'], ['postgres', 'postgresStore (own schema)']] as const)
-    .filter(([mode]) => only.has(mode === 'memory' ? '2' : '3'));
-  for (const [mode, label] of stores) {
-    progress(`(${mode === 'memory' ? 2 : 3}) signed PUT through marketplaceRouter + ${label}`);
-    if (mode === 'postgres') {
+  const specs = ([['bare', 'bare Express'], ['memory', 'memoryStore'], ['sqlite', 'sqliteStore (temp file)'], ['postgres', 'postgresStore (own schema)']] as const)
+    .filter(([mode]) => mode === 'bare' || only.has(mode === 'memory' ? '2' : '3'));
+  const skipped = new Map<ServerMode, string>();
+  const targets: Target[] = [];
+  const broken: Target[] = [];
+  try {
+    if (specs.some(([mode]) => mode === 'postgres')) {
       const problem = await databaseProblem(databaseUrl);
-      if (problem !== undefined) {
-        results.push({ mode, label, problem });
-        continue;
+      if (problem !== undefined) skipped.set('postgres', problem);
+    }
+    const runnable = specs.filter(([mode]) => !skipped.has(mode));
+    const open = (mode: ServerMode, label: string) => openTarget(master, mode, label, mode === 'postgres' ? { databaseUrl: databaseUrl! } : {});
+    if (quick) {
+      // One shared server process: each configuration in turn, one round.
+      for (const [mode, label] of runnable) {
+        progress(`(${mode === 'bare' || mode === 'memory' ? 2 : 3}) ${mode === 'bare' ? 'bare Express baseline' : `signed PUT through marketplaceRouter + ${label}`}`);
+        let target: Target | undefined;
+        try {
+          target = await open(mode, label);
+          await measureOnce(loader, master, target, warmup, seconds);
+          targets.push(target);
+        } catch (error) {
+          if (mode === 'bare') throw error;
+          failed = true;
+          broken.push({ mode, label, worker: sharedServer!, port: 0, runs: [], problem: failure(error) });
+        }
+      }
+    } else {
+      for (const [mode, label] of runnable) {
+        try {
+          targets.push(await open(mode, label));
+        } catch (error) {
+          if (mode === 'bare') throw error;
+          failed = true;
+          broken.push({ mode, label, worker: sharedServer!, port: 0, runs: [], problem: failure(error) });
+        }
+      }
+      for (let round = 0; round < rounds; round++) {
+        const order = targets.slice(round % targets.length).concat(targets.slice(0, round % targets.length));
+        for (const target of order) {
+          if (target.problem !== undefined) continue;
+          progress(`(2/3) round ${round + 1} of ${rounds}: ${target.mode === 'bare' ? 'bare Express' : `marketplaceRouter + ${target.label}`}`);
+          try {
+            await measureOnce(loader, master, target, round === 0 ? warmup : laterWarmup, seconds);
+          } catch (error) {
+            if (target.mode === 'bare') throw error;
+            failed = true;
+            target.problem = failure(error);
+          }
+        }
       }
     }
-    try {
-      results.push({ mode, label, figures: await httpRun(loader, master, mode, { warmup, seconds, ...(mode === 'postgres' ? { databaseUrl: databaseUrl! } : {}) }) });
-    } catch (error) {
-      failed = true;
-      results.push({ mode, label, problem: `FAILED: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}` });
-    }
+  } finally {
+    for (const target of targets) await closeTarget(target);
   }
-  // The baseline again at the end (full runs): the ratio uses the mean of both, so slow drift hits both sides.
-  progress('(2) bare Express baseline again');
-  const bareAfter = quick ? bareBefore : await httpRun(loader, master, 'bare', { warmup, seconds });
-  const bareRate = (bareBefore.requestsPerSecond + bareAfter.requestsPerSecond) / 2;
-  const bareCpu = (bareBefore.cpuPerRequest + bareAfter.cpuPerRequest) / 2;
-  const rates = quick ? '' : ` (${int(bareBefore.requestsPerSecond)} before, ${int(bareAfter.requestsPerSecond)} after)`;
-  const baseline = `bare Express ${int(bareRate)} req/s${rates}, p50 ${ms((bareBefore.latencyP50 + bareAfter.latencyP50) / 2)}, p99 ${ms((bareBefore.latencyP99 + bareAfter.latencyP99) / 2)}; server CPU ${int(bareCpu)} µs/req`;
-  for (const { mode, label, figures, problem } of results) {
+
+  const bare = targets.find((target) => target.mode === 'bare')!;
+  const base = summary(bare);
+  const baseline = `bare Express ${base.text}`;
+  for (const [mode, label] of specs) {
+    if (mode === 'bare') continue;
     const section = mode === 'memory' ? '2' : '3';
     const name = `signed PUT, marketplaceRouter + ${label}`;
-    if (figures === undefined) {
-      rows.push([section, name, problem ?? '', '', '', mode === 'memory' ? `≥ ${ROUTER_TARGET}` : 'printed', problem?.startsWith('FAILED') === true ? '**FAILED**' : 'skipped']);
+    const target = targets.find((t) => t.mode === mode) ?? broken.find((t) => t.mode === mode);
+    const target0 = mode === 'memory' ? `≥ ${ROUTER_TARGET}` : 'printed';
+    const problem = skipped.get(mode) ?? target?.problem;
+    if (target === undefined || problem !== undefined) {
+      rows.push([section, name, problem ?? 'not measured', '', '', target0, problem?.startsWith('FAILED') === true ? '**FAILED**' : 'skipped']);
       continue;
     }
-    const ratio = figures.requestsPerSecond / bareRate;
-    rows.push([section, name, httpFigures(figures), baseline, fixed(ratio, 2), mode === 'memory' ? `≥ ${ROUTER_TARGET}` : 'printed', mode === 'memory' ? verdict(ratio >= ROUTER_TARGET) : '—']);
+    // Each round against the bare run of the same round.
+    const ratio = median(target.runs.map((run, i) => run.requestsPerSecond / bare.runs[i]!.requestsPerSecond));
+    rows.push([section, name, summary(target).text, baseline, fixed(ratio, 2), target0, mode === 'memory' ? verdict(ratio >= ROUTER_TARGET) : '—']);
   }
-  notes.push(`HTTP runs: ${CONNECTIONS} connections, ${seconds} s each after a ${int(warmup)}-request warm-up; every request a distinct, validly signed provisioning PUT (checked: all answers 201, the handler ran once per request).`);
+  notes.push(
+    `HTTP runs: ${CONNECTIONS} connections; ${quick ? `one run of ${seconds} s per server` : `${rounds} interleaved rounds of ${seconds} s per server, ratio = median over rounds of req/s against the same round's bare run; req/s and CPU over all rounds, latencies the median of the rounds`}. Every request a distinct, validly signed provisioning PUT (checked: all answers 201, the handler ran once per request).`,
+  );
 }
 
 async function memorySection(worker: Worker): Promise<void> {
@@ -252,20 +338,26 @@ async function memorySection(worker: Worker): Promise<void> {
 
 async function growthSection(loader: Worker, master: BenchKeyPair): Promise<void> {
   const { levels, warmup, seconds } = PLAN.growth;
-  const measured: { level: number; figures: HttpFigures }[] = [];
+  const measured: { level: number; figures: RunFigures; cpu: number }[] = [];
   for (const level of levels) {
     progress(`(5) time per request with ${int(level)} stored resources`);
-    measured.push({ level, figures: await httpRun(loader, master, 'memory', { prefill: level, warmup, seconds }) });
+    const target = await openTarget(master, 'memory', 'memoryStore', { prefill: level });
+    try {
+      const figures = await measureOnce(loader, master, target, warmup, seconds);
+      measured.push({ level, figures, cpu: figures.cpuMicros / figures.handled });
+    } finally {
+      await closeTarget(target);
+    }
   }
   const first = measured[0]!;
   const perRequest = (f: LoadResult) => 1e6 / f.requestsPerSecond;
-  for (const { level, figures } of measured) {
+  for (const { level, figures, cpu } of measured) {
     const ratio = perRequest(figures) / perRequest(first.figures);
     const isFirst = level === first.level;
     rows.push([
       '5',
       `time per request at ${int(level)} stored resources (memoryStore)`,
-      `${int(perRequest(figures))} µs/request (${int(figures.requestsPerSecond)} req/s at ${CONNECTIONS} connections), p50 ${ms(figures.latencyP50)}`,
+      `${int(perRequest(figures))} µs/request (${int(figures.requestsPerSecond)} req/s at ${CONNECTIONS} connections), p50 ${ms(figures.latencyP50)}; server CPU ${int(cpu)} µs/req`,
       isFirst ? 'reference' : `${int(perRequest(first.figures))} µs at ${int(first.level)}`,
       fixed(ratio, 2),
       isFirst ? '' : `flat (≤ ${FLAT_LIMIT})`,

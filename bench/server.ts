@@ -160,4 +160,10 @@ async function settle(): Promise<void> {
   }
 }
 
-serveCalls({ start, counters }, close);
+/** Counters once the requests cut off at the end of a run have finished. */
+async function settled(): Promise<StopResult> {
+  await settle();
+  return counters();
+}
+
+serveCalls({ start, counters, settle: settled }, close);

@@ -42,6 +42,8 @@ export type ErrorCode =
   | 'ERR_NOT_FOUND'
   | 'ERR_CONFLICT'
   | 'ERR_OPERATION_IN_PROGRESS'
+  /** 409: a PUT for an id that was deprovisioned (ids are never reused, so it is a replay). */
+  | 'ERR_ENTITY_DELETED'
   // the provider's or the library's side
   | 'ERR_INTERNAL'
   | 'ERR_STORE_UNAVAILABLE'

@@ -1,6 +1,7 @@
 import { BadRequestError, ConflictError, InternalError, NotFoundError } from '../errors.js';
 import type { Answer, OperationSpec, RunOutcome } from '../idempotency/engine.js';
 import type { Logger } from '../lib/logger.js';
+import { entityDeletedError } from '../store/common.js';
 import { operationKey, type CredentialRecord, type Features, type ResourceRecord, type Store } from '../store/types.js';
 import { checkCredentialValues, featuresFingerprint, sameFeatures } from './schemas.js';
 import { isAccepted, type Accepted, type HandlerContext, type MessageResult, type ProviderHandlers } from './types.js';
@@ -55,7 +56,11 @@ export function provisionSpec(
     ...callback,
     async decide(): Promise<Answer | undefined> {
       const existing = await deps.store.getResource(id);
-      if (existing === undefined) return undefined;
+      if (existing === undefined) {
+        // Ids are never reused: a PUT for a deprovisioned one is a replay of a captured request.
+        if (await deps.store.isDeleted('resource', id)) throw entityDeletedError('resource');
+        return undefined;
+      }
       // Section 3: the compared properties are product, plan and region; features are not.
       if (existing.product === product && existing.plan === plan && existing.region === region) {
         return { status: 201, body: { message: existing.message } };
@@ -127,7 +132,7 @@ export function deprovisionSpec(deps: OperationDeps, id: string, callback: Callb
       const credentials = await deps.store.listCredentials(id);
       const context = deps.context({ entity: 'resource', id }, callback.callbackId, logger);
       const result = messageOf(await deps.handlers.deprovision({ id, resource, credentials }, context), DEFAULT_MESSAGES.deprovision);
-      return acceptedOr(result, () => ({ type: 'done', answer: { status: 204 }, mutation: { type: 'deleteResource', id } }));
+      return acceptedOr(result, () => ({ type: 'done', answer: { status: 204 }, mutation: { type: 'deleteResource', id, deletedAt: deps.now() } }));
     },
   };
 }
@@ -148,7 +153,9 @@ export function provisionCredentialsSpec(deps: OperationDeps, input: { id: strin
         // The first answer again, values included: the marketplace may have lost it.
         return { status: 201, body: { message: existing.message, credentials: existing.values } };
       }
+      // Section 7: an unknown resource answers 404, also when it was deprovisioned (with its credentials).
       if ((await deps.store.getResource(resourceId)) === undefined) throw new NotFoundError('Resource not found');
+      if (await deps.store.isDeleted('credential', id)) throw entityDeletedError('credential');
       return undefined;
     },
     async run() {
@@ -194,7 +201,7 @@ export function deprovisionCredentialsSpec(deps: OperationDeps, id: string, call
       const credential = (await deps.store.getCredential(id))!;
       const context = deps.context({ entity: 'credential', id }, callback.callbackId, logger);
       const result = messageOf(await deps.handlers.deprovisionCredentials({ id, resourceId: credential.resourceId, credential }, context), DEFAULT_MESSAGES.deprovisionCredentials);
-      return acceptedOr(result, () => ({ type: 'done', answer: { status: 204 }, mutation: { type: 'deleteCredential', id } }));
+      return acceptedOr(result, () => ({ type: 'done', answer: { status: 204 }, mutation: { type: 'deleteCredential', id, deletedAt: deps.now() } }));
     },
   };
 }

@@ -334,7 +334,7 @@ async function completeOperation(
       }
       case 'deprovision':
         message = message || 'Resource deprovisioned';
-        mutation = { type: 'deleteResource', id: operation.targetId };
+        mutation = { type: 'deleteResource', id: operation.targetId, deletedAt: now() };
         break;
       case 'provisionCredentials': {
         const record = credentialRecord({ now }, operation.targetId, request.resourceId, completion.credentials, completion.message, logger);
@@ -345,13 +345,13 @@ async function completeOperation(
       }
       case 'deprovisionCredentials':
         message = message || 'Credentials deprovisioned';
-        mutation = { type: 'deleteCredential', id: operation.targetId };
+        mutation = { type: 'deleteCredential', id: operation.targetId, deletedAt: now() };
         break;
     }
   } else if (message.trim().length < 3) {
     throw new TypeError('complete: an error completion needs a message of 3 to 256 characters for the user');
   }
-  // A failed operation leaves nothing behind: the marketplace's retry starts clean.
+  // A failed operation leaves nothing behind, no tombstone either: the marketplace's retry starts clean.
 
   let delivery: NewDelivery | undefined;
   if (operation.callbackUrl !== undefined && operation.callbackId !== undefined) {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { ClaimInput, OperationRecord } from './types.js';
+import { ConflictError } from '../errors.js';
+import type { ClaimInput, EntityKind, OperationRecord } from './types.js';
 
 /**
  * Whether an operation still holds its key at `now`. Every adapter must apply exactly this rule
@@ -29,4 +30,17 @@ export function claimedRecord(input: ClaimInput, token: string): OperationRecord
     request: input.request,
     createdAt: input.now,
   };
+}
+
+/**
+ * The refusal of a PUT for a tombstoned id, shared by the router (which checks first) and every
+ * store's commitOperation (which checks again inside its transaction).
+ */
+export function entityDeletedError(entity: EntityKind): ConflictError {
+  return new ConflictError(
+    entity === 'resource'
+      ? 'Resource was deprovisioned; its id cannot be provisioned again'
+      : 'Credentials were deprovisioned; their id cannot be provisioned again',
+    'ERR_ENTITY_DELETED',
+  );
 }

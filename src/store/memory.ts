@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { LeaseLostError, NotFoundError } from '../errors.js';
-import { claimedRecord, isOperationLive } from './common.js';
+import { claimedRecord, entityDeletedError, isOperationLive } from './common.js';
 import type {
   ClaimInput,
   ClaimResult,
@@ -9,12 +9,14 @@ import type {
   DeliveryClaimInput,
   DeliveryRecord,
   DeliveryRetryInput,
+  EntityKind,
   OperationRecord,
   PendingInput,
   ResourceRecord,
   Store,
   UsageEntry,
 } from './types.js';
+import { operationKey } from './types.js';
 
 /**
  * The reference store: everything in this process's memory, lost on exit. Right for tests and
@@ -37,6 +39,13 @@ export function memoryStore(): Store {
   const operations = new Map<string, OperationRecord>();
   const deliveries = new Map<string, DeliveryRecord>();
   const usage = new Map<string, UsageEntry[]>();
+  // `<entity>:<id>` → deletedAt. Kept for good: ids are never reused (see Store.isDeleted).
+  const tombstones = new Map<string, number>();
+
+  function bury(entity: EntityKind, id: string, deletedAt: number): void {
+    const key = operationKey(entity, id);
+    if (!tombstones.has(key)) tombstones.set(key, deletedAt);
+  }
 
   function holding(key: string, token: string): OperationRecord | undefined {
     const operation = operations.get(key);
@@ -123,6 +132,12 @@ export function memoryStore(): Store {
       if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) {
         throw new NotFoundError('Resource not found');
       }
+      if (mutation.type === 'putResource' && tombstones.has(operationKey('resource', mutation.resource.id))) {
+        throw entityDeletedError('resource');
+      }
+      if (mutation.type === 'putCredential' && tombstones.has(operationKey('credential', mutation.credential.id))) {
+        throw entityDeletedError('credential');
+      }
       switch (mutation.type) {
         case 'none':
           break;
@@ -131,7 +146,11 @@ export function memoryStore(): Store {
           break;
         case 'deleteResource': {
           resources.delete(mutation.id);
-          for (const credentialId of credentialsByResource.get(mutation.id) ?? []) credentials.delete(credentialId);
+          bury('resource', mutation.id, mutation.deletedAt);
+          for (const credentialId of credentialsByResource.get(mutation.id) ?? []) {
+            credentials.delete(credentialId);
+            bury('credential', credentialId, mutation.deletedAt);
+          }
           credentialsByResource.delete(mutation.id);
           break;
         }
@@ -145,12 +164,28 @@ export function memoryStore(): Store {
         }
         case 'deleteCredential':
           deleteCredential(mutation.id);
+          bury('credential', mutation.id, mutation.deletedAt);
           break;
       }
       operations.delete(key);
       if (commit.delivery !== undefined) {
         deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
       }
+    },
+
+    async isDeleted(entity, id) {
+      return tombstones.has(operationKey(entity, id));
+    },
+
+    async pruneTombstones(before) {
+      let removed = 0;
+      for (const [key, deletedAt] of tombstones) {
+        if (deletedAt < before) {
+          tombstones.delete(key);
+          removed += 1;
+        }
+      }
+      return removed;
     },
 
     async claimDeliveries(input: DeliveryClaimInput) {

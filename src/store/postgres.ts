@@ -3,7 +3,7 @@ import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import { InvalidOptionsError, LeaseLostError, MarketplaceError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { isOperationLive, newToken } from './common.js';
+import { entityDeletedError, isOperationLive, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
 import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
@@ -446,6 +446,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
             break;
           case 'putResource': {
             const r = mutation.resource;
+            // No race with the deletion: it would hold the same operation key.
+            const buried = await client.query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = 'resource' AND id = $1`, [r.id]);
+            if (buried.rowCount !== 0) throw entityDeletedError('resource');
             await client.query(
               `INSERT INTO ${t('resources')} (id, product, plan, region, features, message, created_at, updated_at)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -456,7 +459,17 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
             break;
           }
           case 'deleteResource':
-            // Its credentials go with it: ON DELETE CASCADE.
+            // Lock the resource first: a credential commit in flight holds KEY SHARE on it, so this
+            // waits for it, and the next statement (a fresh snapshot) sees its credential and buries
+            // it too; a later one finds the resource gone. Then the credentials go with it (CASCADE).
+            await client.query(`SELECT 1 FROM ${t('resources')} WHERE id = $1 FOR UPDATE`, [mutation.id]);
+            await client.query(
+              `INSERT INTO ${t('tombstones')} (entity, id, deleted_at)
+               SELECT 'credential', id, $2::bigint FROM ${t('credentials')} WHERE resource_id = $1::text
+               UNION ALL SELECT 'resource', $1::text, $2::bigint
+               ON CONFLICT (entity, id) DO NOTHING`,
+              [mutation.id, mutation.deletedAt],
+            );
             await client.query(`DELETE FROM ${t('resources')} WHERE id = $1`, [mutation.id]);
             break;
           case 'putCredential': {
@@ -464,6 +477,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
             // KEY SHARE keeps a concurrent deprovisioning from deleting the resource before we commit.
             const parent = await client.query(`SELECT 1 FROM ${t('resources')} WHERE id = $1 FOR KEY SHARE`, [c.resourceId]);
             if (parent.rowCount === 0) throw new NotFoundError('Resource not found');
+            const buried = await client.query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = 'credential' AND id = $1`, [c.id]);
+            if (buried.rowCount !== 0) throw entityDeletedError('credential');
             await client.query(
               `INSERT INTO ${t('credentials')} (id, resource_id, sealed_values, message, created_at) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (id) DO UPDATE SET resource_id = EXCLUDED.resource_id, sealed_values = EXCLUDED.sealed_values,
@@ -474,6 +489,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
           }
           case 'deleteCredential':
             await client.query(`DELETE FROM ${t('credentials')} WHERE id = $1`, [mutation.id]);
+            await client.query(`INSERT INTO ${t('tombstones')} (entity, id, deleted_at) VALUES ('credential', $1, $2) ON CONFLICT (entity, id) DO NOTHING`, [
+              mutation.id,
+              mutation.deletedAt,
+            ]);
             break;
         }
         const delivery = commit.delivery;
@@ -488,6 +507,20 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
           );
         }
       });
+    },
+
+    async isDeleted(entity, id) {
+      const rows = await query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = $1 AND id = $2`, [entity, id]);
+      return rows.length > 0;
+    },
+
+    async pruneTombstones(before) {
+      await ready();
+      try {
+        return (await pool.query(`DELETE FROM ${t('tombstones')} WHERE deleted_at < $1`, [before])).rowCount ?? 0;
+      } catch (error) {
+        throw mapError(error);
+      }
     },
 
     async claimDeliveries(input) {

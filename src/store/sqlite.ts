@@ -5,7 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { newToken } from './common.js';
+import { entityDeletedError, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
 import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
@@ -196,6 +196,13 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, sealed_values = excluded.sealed_values,
         message = excluded.message, created_at = excluded.created_at`),
     deleteCredential: db.prepare<[string]>('DELETE FROM credentials WHERE id = ?'),
+    isDeleted: db.prepare<[string, string], { found: number }>('SELECT 1 AS found FROM tombstones WHERE entity = ? AND id = ?'),
+    // DO NOTHING: a tombstone keeps the time of the first deletion.
+    bury: db.prepare<[string, string, number]>('INSERT INTO tombstones (entity, id, deleted_at) VALUES (?, ?, ?) ON CONFLICT (entity, id) DO NOTHING'),
+    buryCredentialsOf: db.prepare<[number, string]>(`
+      INSERT INTO tombstones (entity, id, deleted_at) SELECT 'credential', id, ? FROM credentials WHERE resource_id = ?
+      ON CONFLICT (entity, id) DO NOTHING`),
+    pruneTombstones: db.prepare<[number]>('DELETE FROM tombstones WHERE deleted_at < ?'),
     putDelivery: db.prepare<Record<string, unknown>>(`
       INSERT INTO deliveries (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)
       VALUES (@id, @callbackId, @url, @payload, @createdAt, @deadlineAt, 'pending', 0, @createdAt)
@@ -235,21 +242,27 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         return;
       case 'putResource': {
         const r = mutation.resource;
+        if (sql.isDeleted.get('resource', r.id) !== undefined) throw entityDeletedError('resource');
         sql.putResource.run(r.id, r.product, r.plan, r.region, JSON.stringify(r.features), r.message, r.createdAt, r.updatedAt);
         return;
       }
       case 'deleteResource':
-        // credentials go with it: ON DELETE CASCADE.
+        // Tombstones first, while the credentials are still there to be listed; then the credentials
+        // go with the resource: ON DELETE CASCADE.
+        sql.buryCredentialsOf.run(mutation.deletedAt, mutation.id);
+        sql.bury.run('resource', mutation.id, mutation.deletedAt);
         sql.deleteResource.run(mutation.id);
         return;
       case 'putCredential': {
         const c = mutation.credential;
         if (sql.resourceExists.get(c.resourceId) === undefined) throw new NotFoundError('Resource not found');
+        if (sql.isDeleted.get('credential', c.id) !== undefined) throw entityDeletedError('credential');
         sql.putCredential.run(c.id, c.resourceId, cipher.seal(c.values, `credential:${c.id}`), c.message, c.createdAt);
         return;
       }
       case 'deleteCredential':
         sql.deleteCredential.run(mutation.id);
+        sql.bury.run('credential', mutation.id, mutation.deletedAt);
         return;
     }
   }
@@ -351,6 +364,10 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       }),
 
     commitOperation: (key, token, commit) => run(() => commitTx.immediate(key, token, commit)),
+
+    isDeleted: (entity, id) => run(() => sql.isDeleted.get(entity, id) !== undefined),
+
+    pruneTombstones: (before) => run(() => sql.pruneTombstones.run(before).changes),
 
     claimDeliveries: (input) =>
       run(() =>

@@ -124,8 +124,8 @@ export type Mutation =
    */
   | { type: 'deleteResource'; id: string; deletedAt: number }
   /**
-   * Fails with NotFoundError (nothing written) when the resource does not exist, and with
-   * ConflictError (nothing written) when the credential id has a tombstone.
+   * Fails with NotFoundError (nothing written) when the resource does not exist (checked first),
+   * and with ConflictError (nothing written) when the credential id has a tombstone.
    */
   | { type: 'putCredential'; credential: CredentialRecord }
   /** Removes the set and records its tombstone at `deletedAt`, as `deleteResource` does. */

@@ -28,7 +28,7 @@ describe('bench --quick', () => {
     const names = (n: string) => section(n).map((row) => row[1]);
 
     assert.equal(section('1').length, 2);
-    assert.ok(names('1').every((name) => /^verify\(\) vs raw crypto\.verify, \d+ in flight/.test(name!)));
+    assert.ok(names('1').every((name) => /^verify\(\) vs raw crypto\.verify, \d+ in flight \((throughput|latency); median of \d+ paired slices\)$/.test(name!)));
     assert.deepEqual(names('2'), ['signed PUT, marketplaceRouter + memoryStore']);
     assert.deepEqual(names('3'), ['signed PUT, marketplaceRouter + sqliteStore (temp file)', 'signed PUT, marketplaceRouter + postgresStore (own schema)']);
     assert.equal(section('4').length, 2);

@@ -508,3 +508,86 @@ describe('options', () => {
     assert.throws(() => marketplaceRouter({ handlers, store: memoryStore(), handlerTimeoutMs: -1 }), /handlerTimeoutMs/);
   });
 });
+
+describe('replays after deprovisioning (tombstones)', () => {
+  let h: Harness;
+  before(async () => (h = await harness()));
+  after(async () => h.close());
+
+  /** Signs a request once, as an attacker would capture it, and sends those exact headers and bytes on every call. */
+  function capture(method: string, path: string, body: unknown) {
+    const bytes = Buffer.from(JSON.stringify(body));
+    const headers = h.client.signer.sign({ method, url: path, headers: { 'content-type': 'application/json' }, body: bytes, host: h.target.host });
+    return async (): Promise<{ status: number; body: { message?: string } }> => {
+      const response = await fetch(h.target.url + path, { method, headers, body: bytes });
+      return { status: response.status, body: (await response.json()) as { message?: string } };
+    };
+  }
+
+  it('answers 409 to the original signed resource PUT replayed after DELETE, and runs no handler', async () => {
+    const id = newId();
+    const put = capture('PUT', `/v1/resources/${id}`, provisionBody(id));
+    assert.equal((await put()).status, 201);
+    assert.equal((await h.client.send(h.target, 'DELETE', `/v1/resources/${id}`)).status, 204);
+    const calls = h.calls.provision;
+    for (let i = 0; i < 2; i++) {
+      const replay = await put();
+      assert.equal(replay.status, 409);
+      assert.match(replay.body.message ?? '', /deprovisioned; its id cannot be provisioned again/);
+    }
+    // A freshly signed PUT (other properties or the same) is refused too: the id is spent.
+    assert.equal((await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id, 'large'))).status, 409);
+    assert.equal(h.calls.provision, calls, 'the handler must not run for a replay');
+    assert.equal(await h.store.getResource(id), undefined);
+    assert.equal(await h.store.isDeleted('resource', id), true);
+    // Other verbs keep their answers for an entity that is gone.
+    assert.equal((await h.client.send(h.target, 'DELETE', `/v1/resources/${id}`)).status, 404);
+    assert.equal((await h.client.send(h.target, 'PATCH', `/v1/resources/${id}`, { plan: 'large' })).status, 404);
+    assert.equal((await h.client.send(h.target, 'GET', `/v1/resources/${id}/measures?period_start=2026-10-01T00:00:00Z&period_end=2026-11-01T00:00:00Z`)).status, 404);
+  });
+
+  it('answers 409 to the original signed credential PUT replayed after DELETE, and issues nothing', async () => {
+    const resourceId = newId();
+    assert.equal((await h.client.send(h.target, 'PUT', `/v1/resources/${resourceId}`, provisionBody(resourceId))).status, 201);
+    const id = newId();
+    const put = capture('PUT', `/v1/credentials/${id}`, { id, resource_id: resourceId });
+    const issued = await put();
+    assert.equal(issued.status, 201);
+    assert.equal((await h.client.send(h.target, 'DELETE', `/v1/credentials/${id}`)).status, 204);
+    const calls = h.calls.provisionCredentials;
+    const replay = await put();
+    assert.equal(replay.status, 409);
+    assert.match(replay.body.message ?? '', /deprovisioned; their id cannot be provisioned again/);
+    assert.equal('credentials' in replay.body, false, 'no credential values in the refusal');
+    assert.equal(h.calls.provisionCredentials, calls, 'the handler must not run for a replay');
+    assert.equal(await h.store.getCredential(id), undefined);
+    assert.deepEqual(await h.store.listCredentials(resourceId), []);
+    assert.equal((await h.client.send(h.target, 'DELETE', `/v1/credentials/${id}`)).status, 404);
+  });
+
+  it('answers 404 to a credential PUT replayed after its resource was deleted (unknown resource, section 7)', async () => {
+    const resourceId = newId();
+    await h.client.send(h.target, 'PUT', `/v1/resources/${resourceId}`, provisionBody(resourceId));
+    const id = newId();
+    const put = capture('PUT', `/v1/credentials/${id}`, { id, resource_id: resourceId });
+    assert.equal((await put()).status, 201);
+    assert.equal((await h.client.send(h.target, 'DELETE', `/v1/resources/${resourceId}`)).status, 204);
+    const calls = h.calls.provisionCredentials;
+    const replay = await put();
+    assert.equal(replay.status, 404);
+    assert.equal(h.calls.provisionCredentials, calls);
+    assert.equal(await h.store.getCredential(id), undefined);
+    assert.equal(await h.store.isDeleted('credential', id), true, 'the cascade tombstoned the credential too');
+  });
+
+  it('leaves no tombstone when provisioning fails: the same signed request, retried, provisions', async () => {
+    const id = newId();
+    const put = capture('PUT', `/v1/resources/${id}`, provisionBody(id));
+    h.behaviour.failProvisionOnce = true;
+    assert.equal((await put()).status, 500);
+    assert.equal(await h.store.isDeleted('resource', id), false);
+    const retry = await put();
+    assert.equal(retry.status, 201);
+    assert.deepEqual(retry.body, { message: 'Your small bonnet is ready' });
+  });
+});

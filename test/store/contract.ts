@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { LeaseLostError, NotFoundError } from '../../src/errors.js';
+import { ConflictError, LeaseLostError, NotFoundError } from '../../src/errors.js';
 import type {
   ClaimInput,
   CredentialRecord,
@@ -116,6 +116,22 @@ async function putCredential(store: Store, record: CredentialRecord): Promise<vo
   );
   await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: record } });
 }
+
+async function deleteResource(store: Store, id: string, deletedAt: number): Promise<void> {
+  const op = await claimed(store, claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, now: deletedAt }));
+  await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id, deletedAt } });
+}
+
+async function deleteCredential(store: Store, id: string, deletedAt: number): Promise<void> {
+  const op = await claimed(
+    store,
+    claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' }, now: deletedAt }),
+  );
+  await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id, deletedAt } });
+}
+
+/** A refusal of a put for a tombstoned id: 409 with its own code. */
+const refusedAsDeleted = (error: unknown): boolean => error instanceof ConflictError && error.status === 409 && error.code === 'ERR_ENTITY_DELETED';
 
 async function enqueue(store: Store, record: NewDelivery): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:for-${record.id}`, targetId: `for-${record.id}` }));
@@ -395,7 +411,7 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
       test("'putCredential' after the resource was deleted rejects with NotFoundError", async (store) => {
         await putResource(store, resource('r1'));
         const del = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-        await store.commitOperation(del.key, del.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        await store.commitOperation(del.key, del.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
         const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1' }));
         await assert.rejects(store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), NotFoundError);
         assert.equal(await store.getCredential('c1'), undefined);
@@ -408,7 +424,7 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
         await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 1 }));
         await putCredential(store, credential('c3', 'r2'));
         const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
         assert.equal(await store.getResource('r1'), undefined);
         assert.equal(await store.getCredential('c1'), undefined);
         assert.equal(await store.getCredential('c2'), undefined);
@@ -423,7 +439,7 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
         await putCredential(store, credential('c2', 'r1'));
         for (const id of ['c1', 'c-missing']) {
           const op = await claimed(store, claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' } }));
-          await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id } });
+          await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id, deletedAt: T0 + 10 } });
           assert.equal(await store.getOperation(op.key), undefined);
         }
         assert.equal(await store.getCredential('c1'), undefined);
@@ -433,7 +449,7 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
 
       test("'deleteResource' of a missing resource is harmless", async (store) => {
         const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1' } });
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
         assert.equal(await store.getOperation(op.key), undefined);
       });
 
@@ -469,6 +485,120 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
         const record = delivery('d1', { payload: { state: 'done', message: 'Credentials ready', credentials: { BONNETS_URL: 'https://u:p@b.example/r1' } } });
         await enqueue(store, record);
         assert.deepEqual(await store.listDeliveries(), [{ ...record, state: 'pending', attempts: 0, nextAttemptAt: record.createdAt }]);
+      });
+    });
+
+    describe('tombstones', () => {
+      test('isDeleted is false for ids never seen, for live entities, and after a release or a \'none\' commit', async (store) => {
+        for (const entity of ['resource', 'credential'] as const) assert.equal(await store.isDeleted(entity, 'never-seen'), false);
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        assert.equal(await store.isDeleted('resource', 'r1'), false);
+        assert.equal(await store.isDeleted('credential', 'c1'), false);
+        // A provisioning that failed (released) or completed with an error ('none') leaves nothing.
+        const failed = await claimed(store, claimInput({ key: 'resource:r2', targetId: 'r2' }));
+        await store.releaseOperation(failed.key, failed.token);
+        const errored = await claimed(store, claimInput({ key: 'resource:r3', targetId: 'r3' }));
+        await store.markOperationPending(errored.key, errored.token, { message: 'Provisioning started', deadlineAt: FOREVER });
+        await store.commitOperation(errored.key, errored.token, { mutation: { type: 'none' } });
+        for (const id of ['r2', 'r3']) assert.equal(await store.isDeleted('resource', id), false);
+        await putResource(store, resource('r2'));
+        assert.deepEqual(await store.getResource('r2'), resource('r2'));
+        assert.equal(await store.pruneTombstones(FOREVER), 0);
+      });
+
+      test("'deleteResource' tombstones the resource and every credential of it, and only those", async (store) => {
+        await putResource(store, resource('r1'));
+        await putResource(store, resource('r2'));
+        await putCredential(store, credential('c1', 'r1'));
+        await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 1 }));
+        await putCredential(store, credential('c3', 'r2'));
+        await deleteResource(store, 'r1', T0 + 10);
+        assert.equal(await store.isDeleted('resource', 'r1'), true);
+        assert.equal(await store.isDeleted('credential', 'c1'), true);
+        assert.equal(await store.isDeleted('credential', 'c2'), true);
+        assert.equal(await store.isDeleted('resource', 'r2'), false);
+        assert.equal(await store.isDeleted('credential', 'c3'), false);
+        // Kinds are separate namespaces.
+        assert.equal(await store.isDeleted('credential', 'r1'), false);
+        assert.equal(await store.isDeleted('resource', 'c1'), false);
+      });
+
+      test("'deleteCredential' tombstones the credential only", async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        await putCredential(store, credential('c2', 'r1'));
+        await deleteCredential(store, 'c1', T0 + 10);
+        assert.equal(await store.isDeleted('credential', 'c1'), true);
+        assert.equal(await store.isDeleted('credential', 'c2'), false);
+        assert.equal(await store.isDeleted('resource', 'r1'), false);
+      });
+
+      test("'putResource' of a deleted id rejects with ConflictError; nothing is written and the operation is still held", async (store) => {
+        await putResource(store, resource('r1'));
+        await deleteResource(store, 'r1', T0 + 10);
+        const op = await claimed(store, claimInput({ now: T0 + 20 }));
+        await assert.rejects(
+          store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { createdAt: T0 + 20, updatedAt: T0 + 20 }) }, delivery: delivery('d1') }),
+          refusedAsDeleted,
+        );
+        assert.equal(await store.getResource('r1'), undefined);
+        assert.deepEqual(await store.listDeliveries(), []);
+        assert.deepEqual(await store.getOperation(op.key), op, 'the caller still holds the operation and releases it');
+        await store.releaseOperation(op.key, op.token);
+        assert.equal(await store.isDeleted('resource', 'r1'), true);
+      });
+
+      test("'putCredential' of a deleted credential id rejects with ConflictError; nothing is written", async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        await deleteCredential(store, 'c1', T0 + 10);
+        const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
+        await assert.rejects(
+          store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') }, delivery: delivery('d1') }),
+          refusedAsDeleted,
+        );
+        assert.equal(await store.getCredential('c1'), undefined);
+        assert.deepEqual(await store.listCredentials('r1'), []);
+        assert.deepEqual(await store.listDeliveries(), []);
+        assert.deepEqual(await store.getOperation(op.key), op);
+      });
+
+      test("'putCredential' of a credential deleted with its resource rejects with NotFoundError (the resource is checked first)", async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        await deleteResource(store, 'r1', T0 + 10);
+        const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
+        await assert.rejects(store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), NotFoundError);
+        assert.equal(await store.getCredential('c1'), undefined);
+      });
+
+      test('a delete with a stale token writes no tombstone', async (store) => {
+        await putResource(store, resource('r1'));
+        const old = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
+        await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' }, now: old.leaseExpiresAt, owner: 'owner-b' }));
+        await assert.rejects(store.commitOperation(old.key, old.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } }), LeaseLostError);
+        assert.equal(await store.isDeleted('resource', 'r1'), false);
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
+      });
+
+      test('deleting a missing entity still tombstones it; a tombstone keeps its first deletedAt; pruneTombstones drops those before the bound', async (store) => {
+        await deleteResource(store, 'r1', T0);
+        await deleteCredential(store, 'c1', T0 + 5);
+        assert.equal(await store.isDeleted('resource', 'r1'), true);
+        assert.equal(await store.isDeleted('credential', 'c1'), true);
+        await deleteResource(store, 'r1', T0 + 100);
+        // The bound is exclusive: deletedAt < before.
+        assert.equal(await store.pruneTombstones(T0), 0);
+        assert.equal(await store.pruneTombstones(T0 + 1), 1, 'the second deletion did not move r1\'s tombstone');
+        assert.equal(await store.isDeleted('resource', 'r1'), false);
+        assert.equal(await store.isDeleted('credential', 'c1'), true);
+        assert.equal(await store.pruneTombstones(T0 + 1), 0);
+        assert.equal(await store.pruneTombstones(FOREVER), 1);
+        assert.equal(await store.isDeleted('credential', 'c1'), false);
+        // Which is why pruning is only safe beyond the replay window: the id can be provisioned again.
+        await putResource(store, resource('r1'));
+        assert.deepEqual(await store.getResource('r1'), resource('r1'));
       });
     });
 

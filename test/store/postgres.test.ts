@@ -248,7 +248,7 @@ describe('postgresStore', () => {
     const tables = await admin!.query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name', [schema]);
     assert.deepEqual(
       tables.rows.map((r: { table_name: string }) => r.table_name),
-      ['credentials', 'deliveries', 'operations', 'resources', 'schema_migrations', 'usage_entries'],
+      ['credentials', 'deliveries', 'operations', 'resources', 'schema_migrations', 'tombstones', 'usage_entries'],
     );
   });
 
@@ -304,6 +304,58 @@ describe('postgresStore', () => {
       await b.commitOperation(winner.key, winner.token, { mutation: { type: 'none' } });
       assert.equal(await a.getOperation(winner.key), undefined);
     } finally {
+      await a.close();
+      await b.close();
+      await dropSchema(schema);
+    }
+  });
+
+  pgIt('a resource deletion racing a credential commit on another instance tombstones that credential too', async () => {
+    const schema = newSchema();
+    const a = open({ schema });
+    const b = open({ schema });
+    let locker: pg.PoolClient | undefined;
+    const waitingOn = async (table: string, count: number) =>
+      (
+        await admin!.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'embedded-marketplace' AND query LIKE $1`,
+          [`%"${schema}".${table}%`],
+        )
+      ).rows[0].n === count;
+    try {
+      await provision(a, 'r0');
+      await provision(a, 'r1');
+      // An uncommitted credential 'c1' (on r0) stalls instance A's commit of 'c1' on r1 half-way:
+      // after it took KEY SHARE on r1, before it wrote the row.
+      locker = await admin!.connect();
+      await locker.query('BEGIN');
+      await locker.query(`INSERT INTO "${schema}".credentials (id, resource_id, sealed_values, message, created_at) VALUES ('c1', 'r0', '\\x00', 'x', 0)`);
+      const put = await a.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
+      assert.equal(put.outcome, 'claimed');
+      const putting = a.commitOperation(put.operation.key, put.operation.token, {
+        mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values: { A: 'b' }, message: 'Credentials ready', createdAt: T0 } },
+      });
+      putting.catch(() => undefined);
+      await eventually('the credential commit waits', () => waitingOn('credentials', 1));
+      // Instance B deletes r1 meanwhile: it waits for A's commit, then must see (and bury) c1.
+      const del = await b.claimOperation(claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
+      assert.equal(del.outcome, 'claimed');
+      const deleting = b.commitOperation(del.operation.key, del.operation.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
+      deleting.catch(() => undefined);
+      await eventually('the deletion waits', () => waitingOn('resources', 1));
+      await locker.query('ROLLBACK');
+      locker.release();
+      locker = undefined;
+      await putting;
+      await deleting;
+      assert.equal(await a.getCredential('c1'), undefined, 'the credential went with its resource');
+      assert.equal(await a.isDeleted('credential', 'c1'), true, 'and left its tombstone');
+      assert.equal(await a.isDeleted('resource', 'r1'), true);
+    } finally {
+      if (locker !== undefined) {
+        await locker.query('ROLLBACK').catch(() => undefined);
+        locker.release();
+      }
       await a.close();
       await b.close();
       await dropSchema(schema);

@@ -248,6 +248,37 @@ describe('sqliteStore', () => {
     );
   });
 
+  it('upgrades a database of the previous release (schema 1): data kept, tombstones recorded and kept across a restart', async () => {
+    const path = freshPath();
+    const v1 = open(path);
+    await v1.close();
+    const raw = new Database(path);
+    try {
+      // Back to what release 1 left: its tables and data, no tombstones table.
+      raw.exec("DROP TABLE tombstones; DELETE FROM schema_migrations WHERE version > 1");
+      raw.prepare("INSERT INTO resources VALUES ('r1', 'bonnets', 'small', 'all::global', '{}', 'Ready', ?, ?)").run(T0, T0);
+    } finally {
+      raw.close();
+    }
+    const upgraded = open(path);
+    try {
+      assert.equal(upgraded.schemaVersion, SQLITE_MIGRATIONS.length);
+      assert.equal((await upgraded.getResource('r1'))?.message, 'Ready');
+      const claim = await upgraded.claimOperation({ key: 'resource:r1', kind: 'deprovision', targetId: 'r1', fingerprint: 'f', request: { kind: 'deprovision' }, owner: 'test', now: T0, leaseMs: 1000 });
+      assert.equal(claim.outcome, 'claimed');
+      await upgraded.commitOperation(claim.operation.key, claim.operation.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 1 } });
+    } finally {
+      await upgraded.close();
+    }
+    const reopened = open(path);
+    try {
+      assert.equal(await reopened.isDeleted('resource', 'r1'), true);
+      assert.equal(await reopened.getResource('r1'), undefined);
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('opens an in-memory database', async () => {
     const store = open(':memory:');
     assert.equal(store.kind, 'sqlite');

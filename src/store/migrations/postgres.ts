@@ -79,4 +79,20 @@ CREATE INDEX usage_entries_by_resource ON usage_entries (resource_id, at);
 CREATE INDEX usage_entries_by_time ON usage_entries (at);
 `,
   },
+  {
+    version: 2,
+    name: 'tombstones',
+    // One row per deleted resource or credential, kept so that a replayed PUT cannot re-create it
+    // (ids are never reused). Deletes and the tombstone checks of commits use the primary key;
+    // pruneTombstones uses the time index.
+    sql: `
+CREATE TABLE tombstones (
+  entity text NOT NULL CHECK (entity IN ('resource', 'credential')),
+  id text COLLATE "C" NOT NULL,
+  deleted_at bigint NOT NULL,
+  PRIMARY KEY (entity, id)
+);
+CREATE INDEX tombstones_by_time ON tombstones (deleted_at);
+`,
+  },
 ];
