@@ -46,7 +46,7 @@ const PLAN = quick
       verify: { requests: 4_096, pairs: 16, sliceMs: 300 },
       http: { warmup: 3_000, laterWarmup: 500, seconds: 5, rounds: 3 },
       resources: 100_000,
-      verifications: { count: 1_000_000, keys: 2_000, run: 500, concurrency: 8 } satisfies VerificationsParams,
+      verifications: { count: 1_000_000, keys: 2_000, run: 500, concurrency: 16 } satisfies VerificationsParams,
       growth: { levels: [1_000, 10_000, 100_000], warmup: 1_000, seconds: 4 },
     };
 const VERIFY_TARGET = 0.85;

@@ -11,9 +11,22 @@ export function isOperationLive(operation: OperationRecord, now: number): boolea
   return operation.deadlineAt === undefined || operation.deadlineAt > now;
 }
 
-/** A fresh fencing token. */
+const TOKEN_BYTES = 16;
+// One randomBytes call per 256 tokens instead of one per claim: the call is a system call (about
+// 10 µs on a small VM) and showed in the request profile. Tokens are still 128 random bits.
+const TOKEN_POOL_BYTES = TOKEN_BYTES * 256;
+let tokenPool = Buffer.alloc(0);
+let tokenOffset = 0;
+
+/** A fresh fencing token: 16 random bytes, base64url. */
 export function newToken(): string {
-  return randomBytes(16).toString('base64url');
+  if (tokenOffset + TOKEN_BYTES > tokenPool.length) {
+    tokenPool = randomBytes(TOKEN_POOL_BYTES);
+    tokenOffset = 0;
+  }
+  const token = tokenPool.toString('base64url', tokenOffset, tokenOffset + TOKEN_BYTES);
+  tokenOffset += TOKEN_BYTES;
+  return token;
 }
 
 /** The record a successful claim writes. */
