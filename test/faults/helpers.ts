@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import type { Store } from '../../src/store/types.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { createSigner } from '../../src/testkit/signer.js';
@@ -103,26 +104,7 @@ export function figures(t: TestContext, name: string, values: Record<string, num
 
 // --- PostgreSQL --------------------------------------------------------------------------------
 
-export const DATABASE_URL = process.env.DATABASE_URL;
-
-/** `false` when the server answers; otherwise why the PostgreSQL tests are skipped. */
-export async function postgresSkipReason(): Promise<string | false> {
-  if (DATABASE_URL === undefined || DATABASE_URL === '') {
-    return 'DATABASE_URL not set: these tests need PostgreSQL (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test; CI sets it)';
-  }
-  const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 3000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return false;
-  } catch (error) {
-    // The URL may carry a password: name only the error.
-    return `PostgreSQL at DATABASE_URL is unreachable (${(error as Error).message}): start it or unset DATABASE_URL`;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
+export { DATABASE_URL, postgresSkipReason };
 
 /** A small admin pool for the test's own queries, and the schemas it created, dropped on `end()`. */
 export function postgresAdmin() {

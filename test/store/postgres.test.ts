@@ -15,31 +15,14 @@ import { generateEncryptionKey } from '../../src/store/crypto.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
 import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
+import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { storeContract } from './contract.js';
 
-const DATABASE_URL = process.env.DATABASE_URL;
 const KEY = generateEncryptionKey();
 const T0 = 1_700_000_000_000;
 
-async function probe(): Promise<string | false> {
-  if (DATABASE_URL === undefined || DATABASE_URL === '') {
-    return 'DATABASE_URL not set: the PostgreSQL store tests need a server (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test; CI sets it)';
-  }
-  const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 3000 });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return false;
-  } catch (error) {
-    // The URL may carry a password: name only the error.
-    return `PostgreSQL at DATABASE_URL is unreachable (${(error as Error).message}): start the server or unset DATABASE_URL`;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
 
-const skip = await probe();
+const skip = await postgresSkipReason();
 if (skip !== false) console.log(`postgres store tests skipped: ${skip}`);
 /** A test that needs the server: reported skipped, with the reason, when there is none. */
 const pgIt = (name: string, fn: () => Promise<void>): void => {

@@ -9,7 +9,9 @@ import { createProviderApp, type ProviderApp } from '../../examples/provider-app
 import { readMasterKey, toMasterKeyFile, writeMasterKey, type MasterKey } from '../../src/testkit/masterkey.js';
 import type { AcceptanceReport } from '../../src/testkit/acceptance/index.js';
 import { main } from '../../src/testkit/cli/main.js';
+import pg from 'pg';
 import { listen, type Running } from '../helpers/http.js';
+import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { freePort } from './helpers/harness.js';
 import { createToyProvider } from './helpers/toy-provider.js';
 
@@ -270,5 +272,40 @@ describe('embedded-marketplace CLI', () => {
 
   it('keeps masterkey.json readable by the library too', () => {
     assert.deepEqual(readMasterKey(join(dir, 'masterkey.json')), key);
+  });
+});
+
+describe('cli migrate', () => {
+  it('asks for a database URL', async () => {
+    const out = await cli(['migrate'], tmpdir());
+    assert.equal(out.code, 2);
+    assert.match(out.stderr, /--database-url or set DATABASE_URL/);
+  });
+
+  it('says why it failed when the server cannot be reached, without the password', async () => {
+    const out = await cli(['migrate', '--database-url', 'postgres://user:hunter2-secret@127.0.0.1:1/none'], tmpdir());
+    assert.equal(out.code, 1);
+    assert.match(out.stderr, /ECONNREFUSED/);
+    assert.equal(out.stderr.includes('hunter2-secret'), false);
+  });
+
+  describe('against PostgreSQL', async () => {
+    const skip = await postgresSkipReason();
+    const schema = `cli_migrate_${process.pid}_${Date.now().toString(36)}`;
+    after(async () => {
+      if (skip !== false) return;
+      const pool = new pg.Pool({ connectionString: DATABASE_URL });
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await pool.end();
+    });
+
+    it('applies the migrations once, then reports the schema up to date', { skip }, async () => {
+      const first = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL! });
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, new RegExp(`Schema ${schema} at version \\d+: applied 1, 2`));
+      const second = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL! });
+      assert.equal(second.code, 0);
+      assert.match(second.stdout, /already up to date/);
+    });
   });
 });

@@ -2,23 +2,25 @@ import { createRequire } from 'node:module';
 import { curlCommand, CURL_USAGE } from './curl.js';
 import { EXIT, UsageError, type CliIo } from './io.js';
 import { keygenCommand, KEYGEN_USAGE } from './keygen.js';
+import { migrateCommand, MIGRATE_USAGE } from './migrate.js';
 import { serveCommand, SERVE_USAGE } from './serve.js';
 import { testCommand, TEST_USAGE } from './test.js';
 
 export const USAGE = `Usage: embedded-marketplace <command> [options]
 
-Test a marketplace provider before going live.
+Test a marketplace provider before going live, and run the PostgreSQL store's migrations.
 
 Commands:
   keygen   write a test master key pair to ./masterkey.json
   test     run the acceptance suite against a provider URL
   serve    a small marketplace page to click through provisioning and single sign-on
   curl     print a curl command with fresh signature headers
+  migrate  apply the PostgreSQL store's migrations
 
 Run "embedded-marketplace <command> --help" for a command's options.
 `;
 
-const HELP: Record<string, string> = { keygen: KEYGEN_USAGE, test: TEST_USAGE, serve: SERVE_USAGE, curl: CURL_USAGE };
+const HELP: Record<string, string> = { keygen: KEYGEN_USAGE, test: TEST_USAGE, serve: SERVE_USAGE, curl: CURL_USAGE, migrate: MIGRATE_USAGE };
 
 function version(): string {
   const require = createRequire(import.meta.url);
@@ -48,6 +50,8 @@ export async function main(argv: string[], io: CliIo, signal?: AbortSignal): Pro
         return await serveCommand(args, io, signal);
       case 'curl':
         return curlCommand(args, io);
+      case 'migrate':
+        return await migrateCommand(args, io);
       case 'help':
       case '--help':
       case '-h':
