@@ -166,9 +166,10 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     handlers,
     now,
     logger,
+    // Built only when a handler runs, so replays and refusals pay nothing for it.
     context: (target, callbackId, requestLogger): HandlerContext => ({
       callbackId,
-      logger: requestLogger,
+      logger: requestLogger.child({ entity: target.entity, id: target.id, ...(callbackId === undefined ? {} : { callbackId }) }),
       complete: (completion) => complete(target, completion),
     }),
   };
@@ -223,7 +224,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const features = cleanFeatures(body.features);
     await checkOffer('provision', id, body.product, body.plan, body.region, features);
     const callback = callbackHeaders(req);
-    await run(res, provisionSpec(deps, { id, product: body.product, plan: body.plan, region: body.region, features, body: req.body as Record<string, unknown> }, callback, res.locals.logger as Logger));
+    await run(res, provisionSpec(deps, { id, product: body.product, plan: body.plan, region: body.region, features, body: req.body as Record<string, unknown> }, callback, logger));
   });
 
   router.patch('/v1/resources/:id', async (req, res) => {
@@ -232,29 +233,29 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const features = body.features === undefined ? undefined : cleanFeatures(body.features);
     const callback = callbackHeaders(req);
     const checkPlan = (resource: { product: string; region: string }) => checkOffer('changePlan', id, resource.product, body.plan, resource.region, features);
-    await run(res, changePlanSpec(deps, { id, plan: body.plan, features, checkPlan }, callback, res.locals.logger as Logger));
+    await run(res, changePlanSpec(deps, { id, plan: body.plan, features, checkPlan }, callback, logger));
   });
 
   router.delete('/v1/resources/:id', async (req, res) => {
     const id = validatePathId(req.params.id);
-    await run(res, deprovisionSpec(deps, id, callbackHeaders(req), res.locals.logger as Logger));
+    await run(res, deprovisionSpec(deps, id, callbackHeaders(req), logger));
   });
 
   router.get('/v1/resources/:id/measures', async (req, res) => {
     const id = validatePathId(req.params.id);
-    send(res, await answerMeasures({ store, handlers, logger: res.locals.logger as Logger }, id, req.query as Record<string, unknown>));
+    send(res, await answerMeasures({ store, handlers, logger: logger }, id, req.query as Record<string, unknown>));
   });
 
   router.put('/v1/credentials/:id', async (req, res) => {
     const id = validatePathId(req.params.id);
     const body = validateCredential(req.body);
     if (body.id !== id) throw new BadRequestError('Body id does not match the id in the path', 'ERR_ID_MISMATCH');
-    await run(res, provisionCredentialsSpec(deps, { id, resourceId: body.resource_id }, callbackHeaders(req), res.locals.logger as Logger));
+    await run(res, provisionCredentialsSpec(deps, { id, resourceId: body.resource_id }, callbackHeaders(req), logger));
   });
 
   router.delete('/v1/credentials/:id', async (req, res) => {
     const id = validatePathId(req.params.id);
-    await run(res, deprovisionCredentialsSpec(deps, id, callbackHeaders(req), res.locals.logger as Logger));
+    await run(res, deprovisionCredentialsSpec(deps, id, callbackHeaders(req), logger));
   });
 
   // Our paths with a method we do not serve: a JSON 405 rather than falling through to the host app.
@@ -417,7 +418,6 @@ const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
 /** One line per request: route, id, status, reason code, latency, callback id. Never headers or bodies. */
 function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
-    res.locals.logger = logger;
     // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
     if (!logger.isLevelEnabled('info')) {
       next();

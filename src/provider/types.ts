@@ -42,7 +42,7 @@ export type Completion =
 export interface HandlerContext {
   /** X-Callback-ID when the marketplace sent one (for your logs). */
   callbackId: string | undefined;
-  /** A child logger bound to the request (route, id). Never log credential values. */
+  /** A child logger bound to the operation (entity, id, callback id). Never log credential values. */
   logger: Logger;
   /**
    * Finish this operation later when the handler returned `accepted(...)`. Equivalent to

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { readAnswer } from '../helpers/http.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import type { Store } from '../../src/store/types.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
@@ -66,14 +67,7 @@ export function marketplace() {
         ...(payload.length > 0 ? { body: payload } : {}),
         signal: AbortSignal.timeout(60_000),
       });
-      const text = await response.text();
-      let parsed: unknown;
-      try {
-        parsed = text.length > 0 ? JSON.parse(text) : undefined;
-      } catch {
-        parsed = undefined;
-      }
-      return { status: response.status, body: parsed, text, contentType: response.headers.get('content-type') ?? '' };
+      return { ...(await readAnswer(response)), contentType: response.headers.get('content-type') ?? '' };
     },
   };
 }

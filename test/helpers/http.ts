@@ -49,16 +49,21 @@ export function marketplaceClient(options: { now?: () => number } = {}) {
       if (body !== undefined) base['content-type'] = 'application/json';
       const signed = signer.sign({ method, url: path, headers: base, body: bytes, host: target.host });
       const response = await fetch(target.url + path, { method, headers: signed, ...(bytes.length > 0 ? { body: bytes } : {}) });
-      const text = await response.text();
-      let parsed: unknown;
-      try {
-        parsed = text.length > 0 ? JSON.parse(text) : undefined;
-      } catch {
-        parsed = undefined;
-      }
-      return { status: response.status, body: parsed, text, headers: response.headers };
+      return { ...(await readAnswer(response)), headers: response.headers };
     },
   };
+}
+
+/** Status, raw text and parsed JSON (undefined when the body is empty or not JSON) of an answer. */
+export async function readAnswer(response: Response): Promise<{ status: number; body: unknown; text: string }> {
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  return { status: response.status, body, text };
 }
 
 /** Collects pino's JSON lines in memory. */
