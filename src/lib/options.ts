@@ -88,3 +88,13 @@ function distance(a: string, b: string): number {
   }
   return previous[b.length] ?? 0;
 }
+
+/** An integer option within [min, max], or its default when absent. */
+export function integerOption(factory: string, name: string, value: unknown, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+    throw new InvalidOptionsError(`${factory}: option "${name}" must be an integer ${range}`);
+  }
+  return value;
+}

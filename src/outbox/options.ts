@@ -1,5 +1,6 @@
 import {
   asOptionsObject,
+  integerOption,
   optionalFunction,
   optionalLogger,
   optionalPositiveNumber,
@@ -64,8 +65,8 @@ export function resolveOutboxOptions(input: unknown): ResolvedOutboxOptions {
     throw new InvalidOptionsError(`${FACTORY}: option "sendTimeoutMs" (${sendTimeoutMs}) must be below "leaseMs" (${leaseMs}): an attempt must end before its claim lapses, or another process could send the same callback at the same time`);
   }
   if (sendTimeoutMs < 1) throw new InvalidOptionsError(`${FACTORY}: option "leaseMs" is too short to leave any time for an attempt`);
-  const batchSize = count(options, 'batchSize', 1000) ?? 10;
-  const concurrency = count(options, 'concurrency', 1000) ?? 4;
+  const batchSize = integerOption(FACTORY, 'batchSize', options.batchSize, 10, 1, 1000);
+  const concurrency = integerOption(FACTORY, 'concurrency', options.concurrency, 4, 1, 1000);
 
   return {
     store: store as unknown as Store,
@@ -102,15 +103,6 @@ function timerPeriod(options: Record<string, unknown>, key: string): number | un
   const value = optionalPositiveNumber(FACTORY, options, key);
   if (value !== undefined && value > MAX_TIMER_MS) {
     throw new InvalidOptionsError(`${FACTORY}: option "${key}" must be at most ${MAX_TIMER_MS} ms (about 24.8 days)`);
-  }
-  return value;
-}
-
-function count(options: Record<string, unknown>, key: string, max: number): number | undefined {
-  const value = options[key];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-    throw new InvalidOptionsError(`${FACTORY}: option "${key}" must be an integer from 1 to ${max}`);
   }
   return value;
 }

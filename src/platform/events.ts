@@ -11,8 +11,8 @@ import {
 import { createLogger, type Logger } from '../lib/logger.js';
 import { bodyAlreadyConsumed, readRawBody } from '../signature/raw-body.js';
 import { sendJson } from './http.js';
-import { optionalFunction } from '../lib/options.js';
-import { checkOptionKeys, integerOption, loggerOption } from './options.js';
+import { integerOption, optionalFunction } from '../lib/options.js';
+import { checkOptionKeys, loggerOption } from './options.js';
 
 /** The event types interface section 6 defines. */
 export const EVENT_TYPES = ['resource:provisioned', 'resource:deprovisioned'] as const;

@@ -1,6 +1,6 @@
 import { ConnectorError, InvalidOptionsError, type MarketplaceErrorOptions } from '../errors.js';
-import { optionalFunction, requireNonEmptyString } from '../lib/options.js';
-import { checkOptionKeys, integerOption } from './options.js';
+import { integerOption, optionalFunction, requireNonEmptyString } from '../lib/options.js';
+import { checkOptionKeys } from './options.js';
 
 /**
  * A profile as the marketplace's GraphQL interface knows it: either the marketplace's own profile id

@@ -24,15 +24,6 @@ export function requireFunction<T>(factory: string, name: string, value: unknown
   return value as T;
 }
 
-/** An integer option within [min, max], or its default when absent. */
-export function integerOption(factory: string, name: string, value: unknown, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new InvalidOptionsError(`${factory}: option "${name}" must be an integer from ${min} to ${max}`);
-  }
-  return value;
-}
-
 /** A path option: absolute, no query string, so that routes are registered where the docs say. */
 export function pathOption(factory: string, name: string, value: unknown, fallback: string): string {
   if (value === undefined) return fallback;

@@ -2,7 +2,8 @@ import { Router, type NextFunction, type Request, type RequestHandler, type Resp
 import { BadRequestError, InternalError, isMarketplaceError, NotFoundError, type MarketplaceError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { bearerToken, searchParams, sendJson } from './http.js';
-import { checkOptionKeys, integerOption, loggerOption, requireFunction, stringList } from './options.js';
+import { integerOption } from '../lib/options.js';
+import { checkOptionKeys, loggerOption, requireFunction, stringList } from './options.js';
 import {
   checkProfile,
   checkUsers,
@@ -13,7 +14,7 @@ import {
   type UserEntry,
   type Verb,
 } from './schemas.js';
-import { matchesAnyDigest, sha256 } from './secrets.js';
+import { matchesAnyDigest, sha256 } from '../lib/secrets.js';
 
 /** What every platform handler receives besides its parsed input. */
 export interface PlatformHandlerContext {

@@ -1,6 +1,6 @@
 import { SignatureError } from '../errors.js';
 import { parseRfc3339 } from '../lib/rfc3339.js';
-import { decodeBase64Url } from './base64.js';
+import { decodeBase64Url } from '../lib/base64.js';
 import { trimOws, type HeaderValue } from './canonicalize.js';
 import { PUBLIC_KEY_BYTES, SIGNATURE_BYTES } from './ed25519.js';
 

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import { InvalidOptionsError, SignatureError } from '../errors.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
-import { decodeBase64Any, encodeBase64Url } from './base64.js';
+import { decodeBase64Any, encodeBase64Url } from '../lib/base64.js';
 import { canonicalRequest, type HeaderValue, type RequestHeaders } from './canonicalize.js';
 import { importPublicKey, isWeakPublicKey, PUBLIC_KEY_BYTES, verifyEd25519 } from './ed25519.js';
 import { parseDate, parseSignature, parseSignedHeaders, type ParsedSignature } from './parse.js';

@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { InvalidOptionsError, MarketplaceError } from '../errors.js';
+import { decodeBase64Any } from '../lib/base64.js';
 
 /**
  * Encryption at rest for the secrets a durable store keeps: credential values and callback payloads
@@ -84,12 +85,10 @@ function decodeKey(key: unknown, where: string): Buffer {
   }
   const text = key.trim();
   if (/^[0-9a-fA-F]{64}$/.test(text)) return Buffer.from(text, 'hex');
-  // Buffer.from(…, 'base64') skips characters it does not know; check the alphabet first so a
-  // typo cannot silently yield a different key.
-  if (/^[A-Za-z0-9+/_-]{43}={0,1}$/.test(text)) {
-    const bytes = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
-    if (bytes.length === KEY_BYTES) return bytes;
-  }
+  // A strict decoder: Buffer.from(…, 'base64') skips characters it does not know, so a typo
+  // could silently yield a different key.
+  const bytes = decodeBase64Any(text);
+  if (bytes?.length === KEY_BYTES) return bytes;
   // Never echo the value: it may be a real key with one character missing.
   throw new InvalidOptionsError(`${where} is not ${KEY_BYTES} bytes in base64, base64url or hex (got ${text.length} characters); ${ENCRYPTION_KEY_HINT}`);
 }

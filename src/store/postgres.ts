@@ -2,10 +2,10 @@ import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import { InvalidOptionsError, LeaseLostError, MarketplaceError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
-import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
+import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { entityDeletedError, isOperationLive, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {

@@ -4,10 +4,10 @@ import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
-import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
+import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { entityDeletedError, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { integerOption, recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type {

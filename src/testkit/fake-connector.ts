@@ -1,7 +1,8 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { decodeBasicAuth } from '../lib/basic-auth.js';
+import { matchesAnyDigest, randomSecret, sha256 } from '../lib/secrets.js';
 import { callbackPayloadProblem, type CallbackPayload, type ConnectorResource } from '../connector/client.js';
 import {
   asOptionsObject,
@@ -292,7 +293,7 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
         oauthError(400, 'unsupported_grant_type', 'Supported grants: authorization_code, client_credentials');
         return;
       }
-      const accessToken = randomToken();
+      const accessToken = randomSecret();
       tokens.set(accessToken, grant);
       record(201);
       res.status(201).json({ access_token: accessToken, token_type: 'bearer', expires_in: tokenTtlSeconds });
@@ -423,7 +424,7 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
 
     issueSsoCode({ resourceId, userId }) {
       if (typeof resourceId !== 'string' || resourceId.length === 0) throw new TypeError('issueSsoCode: resourceId is required');
-      const code = randomToken();
+      const code = randomSecret();
       const record: CodeRecord = { resourceId, expiresAt: now() + codeTtlSeconds * 1000, used: false };
       if (userId !== undefined) record.userId = userId;
       codes.set(code, record);
@@ -528,12 +529,9 @@ function stringField(body: Record<string, unknown>, key: string): string | undef
 
 /** RFC 6749 §2.3.1: Basic credentials are form-urlencoded; fall back to the raw text for lax clients. */
 function parseBasic(header: string | undefined): { id: string; secret: string } | undefined {
-  const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header ?? '');
-  if (match === null) return undefined;
-  const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  if (colon < 0) return undefined;
-  return { id: formDecode(decoded.slice(0, colon)), secret: formDecode(decoded.slice(colon + 1)) };
+  const basic = decodeBasicAuth(header);
+  if (basic === undefined || basic === null) return undefined;
+  return { id: formDecode(basic.user), secret: formDecode(basic.password) };
 }
 
 function formDecode(value: string): string {
@@ -545,12 +543,7 @@ function formDecode(value: string): string {
 }
 
 function safeEqual(a: string, b: string): boolean {
-  const digest = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
-  return timingSafeEqual(digest(a), digest(b));
-}
-
-function randomToken(): string {
-  return randomBytes(32).toString('base64url');
+  return matchesAnyDigest(a, [sha256(b)]);
 }
 
 /** Canonical form for comparing callbacks: field order and absent-vs-undefined do not matter. */

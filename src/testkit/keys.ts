@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import * as ed from '@noble/ed25519';
-import { decodeBase64Any, encodeBase64Url } from '../signature/base64.js';
+import { decodeBase64Any, encodeBase64Url } from '../lib/base64.js';
 
 /**
  * Ed25519 keys for the test kit, on @noble/ed25519 (pure JavaScript, independent of the OpenSSL

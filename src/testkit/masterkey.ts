@@ -1,5 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { decodeBase64Any } from '../signature/base64.js';
+import { decodeBase64Any } from '../lib/base64.js';
 import { generateKeyPair, publicKeyOf } from './keys.js';
 
 /** The file `keygen` writes and `test`, `serve` and `curl` read, in the current directory by default. */

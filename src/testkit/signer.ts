@@ -1,6 +1,6 @@
 import { asOptionsObject, optionalFunction, rejectUnknownKeys } from '../lib/options.js';
 import { InvalidOptionsError } from '../errors.js';
-import { encodeBase64Url } from '../signature/base64.js';
+import { encodeBase64Url } from '../lib/base64.js';
 import { canonicalRequest } from '../signature/canonicalize.js';
 import { decodeKey, generateKeyPair, publicKeyOf, signBytes } from './keys.js';
 

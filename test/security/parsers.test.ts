@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { SignatureError } from '../../src/errors.js';
 import { parseRfc3339 } from '../../src/lib/rfc3339.js';
-import { decodeBase64Url, encodeBase64Url } from '../../src/signature/base64.js';
+import { decodeBase64Url, encodeBase64Url } from '../../src/lib/base64.js';
 import { canonicalRequest, type RequestHeaders } from '../../src/signature/canonicalize.js';
 import { parseDate, parseSignature, parseSignedHeaders } from '../../src/signature/parse.js';
 import { createVerifier } from '../../src/signature/verifier.js';

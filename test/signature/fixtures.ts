@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
-import { encodeBase64Url } from '../../src/signature/base64.js';
+import { encodeBase64Url } from '../../src/lib/base64.js';
 import { canonicalRequest, type RequestHeaders } from '../../src/signature/canonicalize.js';
 import type { SignedRequest } from '../../src/signature/verifier.js';
 import { decodeKey, publicKeyOf, signBytes } from '../../src/testkit/keys.js';

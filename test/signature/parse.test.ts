@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignatureError } from '../../src/errors.js';
 import { parseDate, parseSignature, parseSignedHeaders } from '../../src/signature/parse.js';
-import { encodeBase64Url } from '../../src/signature/base64.js';
+import { encodeBase64Url } from '../../src/lib/base64.js';
 import { loadVectors } from './fixtures.js';
 
 function rejects(fn: () => unknown, code: string): void {

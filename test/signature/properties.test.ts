@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import * as ed from '@noble/ed25519';
 import { SignatureError } from '../../src/errors.js';
-import { encodeBase64Url } from '../../src/signature/base64.js';
+import { encodeBase64Url } from '../../src/lib/base64.js';
 import { canonicalRequest } from '../../src/signature/canonicalize.js';
 import { importPublicKey, isWeakPublicKey, verifyEd25519 } from '../../src/signature/ed25519.js';
 import { createVerifier, type SignedRequest } from '../../src/signature/verifier.js';

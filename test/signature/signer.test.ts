@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { verify } from 'node:crypto';
 import { InvalidOptionsError } from '../../src/errors.js';
-import { decodeBase64Url } from '../../src/signature/base64.js';
+import { decodeBase64Url } from '../../src/lib/base64.js';
 import { importPublicKey } from '../../src/signature/ed25519.js';
 import { createVerifier } from '../../src/signature/verifier.js';
 import { generateKeyPair, publicKeyOf } from '../../src/testkit/keys.js';

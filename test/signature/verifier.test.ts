@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as ed from '@noble/ed25519';
 import { InvalidOptionsError, SignatureError } from '../../src/errors.js';
-import { decodeBase64Url, encodeBase64Url } from '../../src/signature/base64.js';
+import { decodeBase64Url, encodeBase64Url } from '../../src/lib/base64.js';
 import {
   createVerifier,
   DEFAULT_TOLERANCE_MS,

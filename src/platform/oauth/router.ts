@@ -3,9 +3,10 @@ import { InvalidOptionsError, isMarketplaceError } from '../../errors.js';
 import { createLogger, type Logger } from '../../lib/logger.js';
 import { bodyAlreadyConsumed, readRawBody } from '../../signature/raw-body.js';
 import { bearerToken, searchParams, sendJson } from '../http.js';
-import { optionalFunction } from '../../lib/options.js';
-import { checkOptionKeys, integerOption, loggerOption, pathOption, requireFunction, stringList } from '../options.js';
-import { matchesAnyDigest, randomSecret, secretKey, sha256 } from '../secrets.js';
+import { decodeBasicAuth } from '../../lib/basic-auth.js';
+import { integerOption, optionalFunction } from '../../lib/options.js';
+import { checkOptionKeys, loggerOption, pathOption, requireFunction, stringList } from '../options.js';
+import { matchesAnyDigest, randomSecret, secretKey, sha256 } from '../../lib/secrets.js';
 import { MemoryOAuthStore, type OAuthRecord, type OAuthStore, type OAuthUser } from './store.js';
 
 /**
@@ -396,12 +397,8 @@ function invalidToken(description: string): OAuthError {
  * are tried (each in constant time), so either kind of client authenticates.
  */
 function parseBasic(header: string | undefined): { ids: string[]; secrets: string[] } | null | undefined {
-  if (header === undefined) return undefined;
-  const match = /^Basic +([A-Za-z0-9+/]+=*) *$/i.exec(header);
-  if (match?.[1] === undefined) return /^Basic(\s|$)/i.test(header) ? null : undefined;
-  const decoded = Buffer.from(match[1], 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  if (colon === -1) return null;
+  const basic = decodeBasicAuth(header);
+  if (basic === undefined || basic === null) return basic;
   const readings = (raw: string): string[] => {
     let formDecoded: string | undefined;
     try {
@@ -411,7 +408,7 @@ function parseBasic(header: string | undefined): { ids: string[]; secrets: strin
     }
     return formDecoded === undefined || formDecoded === raw ? [raw] : [raw, formDecoded];
   };
-  return { ids: readings(decoded.slice(0, colon)), secrets: readings(decoded.slice(colon + 1)) };
+  return { ids: readings(basic.user), secrets: readings(basic.password) };
 }
 
 function checkClients(value: unknown): Map<string, RegisteredClient> {

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { decodeBase64Any, decodeBase64Url, encodeBase64Url } from '../../src/signature/base64.js';
+import { decodeBase64Any, decodeBase64Url, encodeBase64Url } from '../../src/lib/base64.js';
 import { PRODUCTION_MASTER_PUBLIC_KEY } from '../../src/signature/verifier.js';
 
 describe('base64url (strict, unpadded)', () => {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
- * Secret handling for the platform side. Secrets are compared through their SHA-256 digests so that
+ * Secret comparison and generation. Secrets are compared through their SHA-256 digests so that
  * every comparison runs over 32 equal-length bytes: `timingSafeEqual` would throw on unequal lengths,
  * and a length check before it would leak the secret's length.
  */
