@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
-import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, MarketplaceError, NotFoundError, safeMessage, SignatureError } from '../errors.js';
-import { OperationEngine, errorSummary, type Answer, type OperationSpec } from '../idempotency/engine.js';
+import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+import { BadRequestError, InvalidOptionsError, NotFoundError, safeMessage, SignatureError } from '../errors.js';
+import { OperationEngine, type OperationSpec } from '../idempotency/engine.js';
+import { errorResponder, requestLog, send } from './http.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { memoryStore } from '../store/memory.js';
 import { operationKey, type Mutation, type NewDelivery, type OperationRecord, type Store } from '../store/types.js';
@@ -11,6 +12,7 @@ import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknow
 import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
 import { createOutbox, type Outbox, type OutboxOptions } from '../outbox/index.js';
 import { ssoHandler } from '../sso/index.js';
+import { resolveInstrumentation, type MetricsOptions } from '../observability/index.js';
 import { answerMeasures } from './measures.js';
 import {
   changePlanSpec,
@@ -78,6 +80,8 @@ export interface MarketplaceRouterOptions {
    * process (another process over the same store delivers).
    */
   outbox?: Pick<OutboxOptions, 'pollIntervalMs' | 'leaseMs' | 'sendTimeoutMs' | 'batchSize' | 'concurrency' | 'backoff'> | false;
+  /** Prometheus metrics: `{ registry }`, a prom-client Registry (docs/observability.md). */
+  metrics?: MetricsOptions;
 }
 
 /** Which entity a `complete` call finishes. */
@@ -102,7 +106,7 @@ export interface MarketplaceRouter extends Router {
 
 const KNOWN_OPTIONS = [
   'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'connector', 'sso',
-  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox',
+  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics',
 ] as const;
 const HANDLER_NAMES = ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials'] as const;
 const PENDING_DEADLINE_MS = 24 * 60 * 60 * 1000;
@@ -144,6 +148,9 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const catalog = parseCatalog(raw.catalog);
   const validate = optionalFunction<ValidateHook>(FACTORY, raw, 'validate');
   const logger = createLogger(options.logger, { component: 'provider' });
+  // Not yet called from the core: the hooks' call sites arrive with the operation table.
+  const instrumentation = resolveInstrumentation(FACTORY, options.metrics);
+  void instrumentation;
   const store = options.store ?? memoryStore();
   if (options.store === undefined) logger.warn('marketplaceRouter: no store given, using memoryStore(): every resource is lost when the process exits');
   const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -408,67 +415,3 @@ function singleHeader(req: Request, name: string): string | undefined {
   return value;
 }
 
-function send(res: Response, answer: Answer): void {
-  if (answer.body === undefined || answer.status === 204) res.status(answer.status).end();
-  else res.status(answer.status).json(answer.body);
-}
-
-const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
-
-/** One line per request: route, id, status, reason code, latency, callback id. Never headers or bodies. */
-function requestLog(logger: Logger): RequestHandler {
-  return (req, res, next) => {
-    // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
-    if (!logger.isLevelEnabled('info')) {
-      next();
-      return;
-    }
-    const path = req.path;
-    const match = OUR_PATH.exec(path);
-    if (match === null) {
-      next();
-      return;
-    }
-    const started = process.hrtime.bigint();
-    const method = req.method;
-    const callbackId = req.headers['x-callback-id'];
-    res.on('finish', () => {
-      logger.info({
-        method,
-        route: path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id'),
-        id: match[1],
-        status: res.statusCode,
-        code: res.locals.errorCode as string | undefined,
-        latencyMs: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-        callbackId: typeof callbackId === 'string' ? callbackId : undefined,
-      }, 'marketplace request');
-    });
-    next();
-  };
-}
-
-/** Renders every error as the interface's JSON `{message}`; unexpected ones as a bare 500. */
-function errorResponder(logger: Logger) {
-  return (error: unknown, _req: Request, res: Response, next: NextFunction): void => {
-    if (res.headersSent) {
-      next(error);
-      return;
-    }
-    const known = isMarketplaceError(error) ? error : clientError(error);
-    const answer = known ?? new InternalError({ cause: error });
-    if (known === undefined || answer.status >= 500) logger.error({ err: errorSummary(known?.cause ?? error), code: answer.code }, 'marketplace request failed');
-    res.locals.errorCode = answer.code;
-    res.status(answer.status).json({ message: answer.message });
-  };
-}
-
-/**
- * Express's own 4xx errors, raised before any handler runs (a path segment that is not valid
- * percent-encoding, `/v1/resources/%E0`), are the caller's mistake: a 500 would make the marketplace
- * retry a request that can never succeed.
- */
-function clientError(error: unknown): MarketplaceError | undefined {
-  const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
-  if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
-  return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
-}

@@ -1,0 +1,74 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
+import { errorSummary, type Answer } from '../idempotency/engine.js';
+import type { Logger } from '../lib/logger.js';
+
+/**
+ * The provider routes' HTTP edge: rendering answers and errors, and the one log line per request.
+ * Kept apart from the route table so that logging and error rendering have one home.
+ */
+
+export function send(res: Response, answer: Answer): void {
+  if (answer.body === undefined || answer.status === 204) res.status(answer.status).end();
+  else res.status(answer.status).json(answer.body);
+}
+
+const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
+
+/** One line per request: route, id, status, reason code, latency, callback id. Never headers or bodies. */
+export function requestLog(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
+    if (!logger.isLevelEnabled('info')) {
+      next();
+      return;
+    }
+    const path = req.path;
+    const match = OUR_PATH.exec(path);
+    if (match === null) {
+      next();
+      return;
+    }
+    const started = process.hrtime.bigint();
+    const method = req.method;
+    const callbackId = req.headers['x-callback-id'];
+    res.on('finish', () => {
+      logger.info({
+        method,
+        route: path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id'),
+        id: match[1],
+        status: res.statusCode,
+        code: res.locals.errorCode as string | undefined,
+        latencyMs: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
+        callbackId: typeof callbackId === 'string' ? callbackId : undefined,
+      }, 'marketplace request');
+    });
+    next();
+  };
+}
+
+/** Renders every error as the interface's JSON `{message}`; unexpected ones as a bare 500. */
+export function errorResponder(logger: Logger) {
+  return (error: unknown, _req: Request, res: Response, next: NextFunction): void => {
+    if (res.headersSent) {
+      next(error);
+      return;
+    }
+    const known = isMarketplaceError(error) ? error : clientError(error);
+    const answer = known ?? new InternalError({ cause: error });
+    if (known === undefined || answer.status >= 500) logger.error({ err: errorSummary(known?.cause ?? error), code: answer.code }, 'marketplace request failed');
+    res.locals.errorCode = answer.code;
+    res.status(answer.status).json({ message: answer.message });
+  };
+}
+
+/**
+ * Express's own 4xx errors, raised before any handler runs (a path segment that is not valid
+ * percent-encoding, `/v1/resources/%E0`), are the caller's mistake: a 500 would make the marketplace
+ * retry a request that can never succeed.
+ */
+function clientError(error: unknown): MarketplaceError | undefined {
+  const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
+  return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
+}
