@@ -18,14 +18,18 @@ export type { AuthorizationEntry, Checked, Profile, ProfileInput, ProfileStandin
 
 export { isCountryCode, ISO_3166_1_ALPHA_2 } from './countries.js';
 
-export { EVENT_TYPES, marketplaceEvents, MemorySeenEventStore } from './events.js';
+export { EVENT_TYPES, eventSecretHeader, eventSecretPath, marketplaceEvents, MemorySeenEventStore } from './events.js';
 export type {
+  EventSecretHeaderOptions,
+  EventSecretPathOptions,
+  EventVerifier,
   MarketplaceEventContext,
   MarketplaceEventHandler,
   MarketplaceEventsOptions,
   MarketplaceEventType,
   MemorySeenEventStoreOptions,
   ResourceEventData,
+  SeenEventClaim,
   SeenEventStore,
 } from './events.js';
 
