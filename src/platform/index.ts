@@ -34,9 +34,9 @@ export type {
 } from './events.js';
 
 export { deprecatedOAuthRouter } from './oauth/router.js';
-export type { DeprecatedOAuthOptions, OAuthClient } from './oauth/router.js';
+export type { DeprecatedOAuthOptions, DeprecatedOAuthRouter, OAuthClient } from './oauth/router.js';
 export { MemoryOAuthStore } from './oauth/store.js';
-export type { ConsumedRecord, MemoryOAuthStoreOptions, OAuthRecord, OAuthRecordKind, OAuthStore, OAuthUser } from './oauth/store.js';
+export type { CodeLimits, MemoryOAuthStoreOptions, OAuthRecord, OAuthRecordKind, OAuthStore, OAuthUser, RedeemResult } from './oauth/store.js';
 
 export { createMarketplaceGraphQLClient, MarketplaceGraphQLError } from './graphql.js';
 export type {
