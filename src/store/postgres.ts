@@ -17,6 +17,7 @@ import type {
 } from './types.js';
 
 export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
+export { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore, type PlatformPostgresOptions, type PlatformPostgresStore, type PostgresOAuthStore, type PostgresSeenEventStore } from './platform-postgres.js';
 
 const FACTORY = 'postgresStore';
 const DEFAULT_SCHEMA = 'embedded_marketplace';
