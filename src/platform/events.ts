@@ -14,9 +14,9 @@ import { sendJson } from './http.js';
 import { randomUUID } from 'node:crypto';
 import { integerOption, optionalFunction } from '../lib/options.js';
 import { matchesAnyDigest, sha256 } from '../lib/secrets.js';
-import { resolveInstrumentation, type MetricsOptions } from '../observability/index.js';
+import type { MetricsOptions } from '../observability/index.js';
 import type { EventOutcome } from '../observability/hooks.js';
-import { checkOptionKeys, loggerOption, stringList } from './options.js';
+import { checkOptionKeys, loggerOption, stringList, instrumentationOption } from './options.js';
 
 /** The event types interface section 6 defines. */
 export const EVENT_TYPES = ['resource:provisioned', 'resource:deprovisioned'] as const;
@@ -114,7 +114,7 @@ export interface MarketplaceEventsOptions {
 }
 
 const FACTORY = 'marketplaceEvents';
-const OPTION_KEYS = ['handlers', 'verify', 'dedupeWindowMs', 'claimLeaseMs', 'maxBodyBytes', 'seenStore', 'logger', 'metrics', 'now'] as const;
+const OPTION_KEYS = ['handlers', 'verify', 'dedupeWindowMs', 'claimLeaseMs', 'maxBodyBytes', 'seenStore', 'logger', 'metrics', 'instrumentation', 'now'] as const;
 const DAY_MS = 24 * 60 * 60 * 1000;
 const VERIFY_REQUIRED =
   `${FACTORY}: option "verify" is required, because the marketplace does not sign event deliveries and anyone who can reach ` +
@@ -162,7 +162,7 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
   const now = optionalFunction<() => number>(FACTORY, record, 'now') ?? Date.now;
   const seen = record.seenStore === undefined ? new MemorySeenEventStore({ now }) : checkSeenStore(record.seenStore);
   const log = createLogger(loggerOption(FACTORY, record), { component: 'platform-events' });
-  const instrumentation = resolveInstrumentation(FACTORY, record.metrics as MetricsOptions | undefined);
+  const instrumentation = instrumentationOption(FACTORY, record);
   // Names this receiver's claims: a claim held by another instance answers busy, never "mine".
   const owner = randomUUID();
   const inFlight = new Map<string, Promise<Outcome>>();

@@ -5,10 +5,10 @@ import { bodyAlreadyConsumed, readRawBody } from '../../signature/raw-body.js';
 import { bearerToken, searchParams, sendJson } from '../http.js';
 import { decodeBasicAuth } from '../../lib/basic-auth.js';
 import { integerOption, optionalFunction } from '../../lib/options.js';
-import { checkOptionKeys, loggerOption, pathOption, requireFunction, stringList } from '../options.js';
+import { checkOptionKeys, loggerOption, pathOption, requireFunction, stringList, instrumentationOption } from '../options.js';
 import { createHash, createHmac } from 'node:crypto';
 import { matchesAnyDigest, randomSecret, secretKey, sha256 } from '../../lib/secrets.js';
-import { resolveInstrumentation, type MetricsOptions } from '../../observability/index.js';
+import type { MetricsOptions } from '../../observability/index.js';
 import { MemoryOAuthStore, type OAuthRecord, type OAuthStore, type OAuthUser } from './store.js';
 
 /**
@@ -118,6 +118,7 @@ const OPTION_KEYS = [
   'maxCodes',
   'refreshRetryGraceSeconds',
   'metrics',
+  'instrumentation',
 ] as const;
 const DEFAULT_SCOPES = ['id', 'email', 'name'] as const;
 // RFC 7636 §4.1: 43 to 128 unreserved characters, for the verifier and (S256 aside) the challenge.
@@ -217,7 +218,7 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
   const now = optionalFunction<() => number>(FACTORY, record, 'now') ?? Date.now;
   const store = record.store === undefined ? new MemoryOAuthStore({ now }) : checkStore(record.store);
   const log = createLogger(loggerOption(FACTORY, record), { component: 'platform-oauth' });
-  const instrumentation = resolveInstrumentation(FACTORY, record.metrics as MetricsOptions | undefined);
+  const instrumentation = instrumentationOption(FACTORY, record);
   // Compared against when the client is unknown, so that an unknown id costs the same as a wrong secret.
   const decoyDigests = [sha256(randomSecret())];
   // A revoked grant is remembered as long as anything descending from it could still be presented.
@@ -314,13 +315,13 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
   }));
 
   router.post(tokenPath, guard('token', async (req, res) => {
-    let grantType = 'unknown';
+    let grantType: string | undefined;
     try {
       const params = await readForm(req);
-      grantType = params.get('grant_type') ?? 'unknown';
+      grantType = field(params, 'grant_type');
       const client = authenticateClient(req, params);
       let issued: Issued;
-      if (grantType === 'unknown') throw oauthError(400, 'invalid_request', 'grant_type is required');
+      if (grantType === undefined) throw oauthError(400, 'invalid_request', 'grant_type is required');
       else if (grantType === 'authorization_code') issued = await redeemCode(client, params);
       else if (grantType === 'refresh_token') issued = await redeemRefreshToken(client, params);
       else throw oauthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
@@ -334,7 +335,8 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
         { contentType: OAUTH_JSON, headers: NO_STORE },
       );
     } catch (error) {
-      instrumentation.oauthToken({ grant: ['authorization_code', 'refresh_token'].includes(grantType) ? grantType : 'other', outcome: 'refused' });
+      const grant = grantType === 'authorization_code' || grantType === 'refresh_token' ? grantType : 'other';
+      instrumentation.oauthToken({ grant, outcome: 'refused' });
       throw error;
     }
   }));
