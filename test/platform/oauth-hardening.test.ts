@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import express from 'express';
 import supertest from 'supertest';
+import { ServiceUnavailableError } from '../../src/errors.js';
 import { noInstrumentation, type Instrumentation } from '../../src/observability/index.js';
 import {
   deprecatedOAuthRouter,
@@ -260,6 +261,21 @@ describe('deprecated OAuth: users that change', () => {
     assert.equal((await h.userInfo(one.body.access_token)).status, 401);
     assert.equal((await h.refresh(two.body.refresh_token)).body.error, 'invalid_grant');
     assert.equal((await h.userInfo(other.body.access_token)).status, 200);
+  });
+});
+
+describe('deprecated OAuth: storage outages', () => {
+  it('answers 503 temporarily_unavailable with Retry-After when the store is unreachable', async () => {
+    class DownStore extends MemoryOAuthStore {
+      override redeem(): Promise<never> {
+        return Promise.reject(new ServiceUnavailableError());
+      }
+    }
+    const h = harness({}, new DownStore());
+    const res = await h.redeem(await h.code());
+    assert.equal(res.status, 503);
+    assert.equal(res.headers['retry-after'], '1');
+    assert.equal(res.body.error, 'temporarily_unavailable');
   });
 });
 

@@ -548,6 +548,12 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
           if (endpoint === 'authorize') body = { message: error.description, ...body };
           headers = { ...headers, ...error.headers };
           log.info({ endpoint, status, error: error.error }, `oauth ${endpoint}: ${error.description}`);
+        } else if (isMarketplaceError(error) && error.status === 503) {
+          // The store is unreachable: nothing was decided, a retry may succeed.
+          log.warn({ endpoint, err: error }, `oauth ${endpoint}: storage unavailable; answering 503`);
+          status = 503;
+          body = endpoint === 'authorize' ? { message: error.message } : { error: 'temporarily_unavailable', error_description: error.message };
+          headers['Retry-After'] = '1';
         } else if (isMarketplaceError(error) && error.status === 413) {
           status = 413;
           body = { error: 'invalid_request', error_description: error.message };
