@@ -228,6 +228,10 @@ export async function migratePlatformPostgres(options: PostgresConnectionOptions
 
 const STORE_KEYS = ['migrate', 'poolSize', 'sweepIntervalMs'] as const;
 
+function storeBase(db: Database): PlatformPostgresStore {
+  return { kind: 'postgres', schema: db.schema, pool: db.pool, ready: db.ready, close: db.close };
+}
+
 interface RecordRow {
   record: OAuthRecord;
 }
@@ -266,11 +270,7 @@ export function postgresOAuthStore(options: PlatformPostgresOptions): PostgresOA
   const revokeConflict = `ON CONFLICT (grant_id) DO UPDATE SET until = GREATEST(${revoked}.until, EXCLUDED.until)`;
 
   return {
-    kind: 'postgres',
-    schema: db.schema,
-    pool: db.pool,
-    ready: db.ready,
-    close: db.close,
+    ...storeBase(db),
 
     async saveCode(hash: string, record: OAuthRecord, limits: CodeLimits, now: number) {
       const rows = await db.query<{ inserted: string; mine: string; total: string }>(
@@ -380,11 +380,7 @@ export function postgresSeenEventStore(options: PlatformPostgresOptions): Postgr
   };
 
   return {
-    kind: 'postgres',
-    schema: db.schema,
-    pool: db.pool,
-    ready: db.ready,
-    close: db.close,
+    ...storeBase(db),
     sweep,
 
     async claim(key: string, claim: { owner: string; now: number; leaseExpiresAt: number }): Promise<SeenEventClaim> {

@@ -31,23 +31,21 @@ async function dropSchema(schema: string): Promise<void> {
   await admin!.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }
 
-oauthStoreContract('postgres', {
-  open: async () => {
-    const schema = newSchema();
-    const store = postgresOAuthStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 25 });
-    await store.ready();
-    return { store, close: async () => { await store.close(); await dropSchema(schema); } };
-  },
-}, { skip });
+/** A store in a fresh schema, dropped when the case ends. */
+function inFreshSchema<T extends { ready(): Promise<void>; close(): Promise<void> }>(make: (schema: string) => T) {
+  return {
+    open: async () => {
+      const schema = newSchema();
+      const store = make(schema);
+      await store.ready();
+      return { store, close: async () => { await store.close(); await dropSchema(schema); } };
+    },
+  };
+}
 
-seenStoreContract('postgres', {
-  open: async () => {
-    const schema = newSchema();
-    const store = postgresSeenEventStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 35 });
-    await store.ready();
-    return { store, close: async () => { await store.close(); await dropSchema(schema); } };
-  },
-}, { skip });
+// Pools as large as the concurrent cases, so that they really run at once.
+oauthStoreContract('postgres', inFreshSchema((schema) => postgresOAuthStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 25 })), { skip });
+seenStoreContract('postgres', inFreshSchema((schema) => postgresSeenEventStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 35 })), { skip });
 
 describe('platform PostgreSQL stores: set-up', { skip }, () => {
   it('share a given pool and schema, migrate once under concurrent starts, and leave the pool to its owner', async () => {
