@@ -49,6 +49,8 @@ export interface PlatformEnv {
   DATABASE_URL?: string;
   /** Schema of those tables (default `embedded_marketplace`). */
   DATABASE_SCHEMA?: string;
+  /** Test knob: every event handler waits this many milliseconds after logging (so that copies overlap). */
+  EXAMPLE_EVENT_DELAY_MS?: string;
   LOG_LEVEL?: string;
 }
 
@@ -317,14 +319,18 @@ export function createPlatformApp(env: PlatformEnv = process.env, options: Platf
   app.locals.resources = resources;
   const eventsSecret = env.EVENTS_SECRET ?? '';
   if (eventsSecret !== '') {
+    const delayMs = Number(env.EXAMPLE_EVENT_DELAY_MS ?? 0);
+    const pause = (): Promise<void> => (Number.isFinite(delayMs) && delayMs > 0 ? new Promise((resolve) => setTimeout(resolve, delayMs)) : Promise.resolve());
     const handlers = {
-      'resource:provisioned': ({ resource_id, subject }: { resource_id: string; subject: string }) => {
+      'resource:provisioned': async ({ resource_id, subject }: { resource_id: string; subject: string }) => {
         resources.set(resource_id, subject);
         log.info({ event: 'resource:provisioned', resource_id, subject }, 'a resource was provisioned');
+        await pause();
       },
-      'resource:deprovisioned': ({ resource_id, subject }: { resource_id: string; subject: string }) => {
+      'resource:deprovisioned': async ({ resource_id, subject }: { resource_id: string; subject: string }) => {
         resources.delete(resource_id);
         log.info({ event: 'resource:deprovisioned', resource_id, subject }, 'a resource was deprovisioned');
+        await pause();
       },
     };
     // One seen store for both addresses: a delivery is handled once whichever way it came.

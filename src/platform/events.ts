@@ -223,9 +223,14 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
 
     let outcome: Outcome = 'processed';
     try {
-      if (windowMs === 0) await handler(data, context);
+      if (windowMs === 0) await runHandler(handler, data, context);
       else outcome = await deliverOnce(key, handler, data, context);
     } catch (error) {
+      if (!(error instanceof HandlerFailed) && !(error instanceof DeliveryBusy)) {
+        // The seen-event store failed (a 503 from an unreachable database answers as itself).
+        log.error({ ...fields, err: error }, 'marketplace event: the seen-event store failed; the marketplace retries');
+        throw isMarketplaceError(error) ? error : new InternalError({ cause: error });
+      }
       if (error instanceof DeliveryBusy) {
         log.info(fields, 'marketplace event: the same delivery is being handled by another instance; answering 503 so that the marketplace retries');
         count('duplicate');
@@ -233,8 +238,8 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
         return;
       }
       // Whatever the handler threw, even a 4xx MarketplaceError: a 5xx is what makes the marketplace retry.
-      log.error({ ...fields, err: error }, 'marketplace event: the handler failed; answering 500 so that the marketplace retries');
-      throw new InternalError({ cause: error });
+      log.error({ ...fields, err: error.cause }, 'marketplace event: the handler failed; answering 500 so that the marketplace retries');
+      throw new InternalError({ cause: error.cause });
     }
     count(outcome);
     if (outcome === 'duplicate') {
@@ -263,7 +268,7 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
       if (claimed.outcome === 'done') return 'duplicate';
       if (claimed.outcome === 'busy') throw new DeliveryBusy();
       try {
-        await handler(data, context);
+        await runHandler(handler, data, context);
       } catch (error) {
         // Only a success is remembered: a failed delivery must reach the handler again on retry.
         await seen.release(key, owner).catch((releaseError: unknown) => log.warn({ err: releaseError }, 'marketplace event: could not release the claim; a retry waits for its lease to lapse'));
@@ -283,6 +288,21 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
 
 /** Another instance holds the claim on this delivery. */
 class DeliveryBusy extends Error {}
+
+/** The handler threw `cause` (told apart from a failing seen-event store). */
+class HandlerFailed extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the event handler failed');
+  }
+}
+
+async function runHandler(handler: MarketplaceEventHandler, data: ResourceEventData, context: MarketplaceEventContext): Promise<void> {
+  try {
+    await handler(data, context);
+  } catch (error) {
+    throw new HandlerFailed(error);
+  }
+}
 
 interface Envelope extends ResourceEventData {
   version: number;

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import express from 'express';
 import supertest from 'supertest';
-import { InvalidOptionsError, NotFoundError } from '../../src/errors.js';
+import { InvalidOptionsError, NotFoundError, ServiceUnavailableError } from '../../src/errors.js';
 import {
   eventSecretHeader,
   eventSecretPath,
@@ -382,6 +382,23 @@ describe('marketplaceEvents: duplicates and retries', () => {
       assert.equal(res.headers['retry-after'], '1');
       assert.match(res.body.message, /being handled/);
       assert.equal(delivered.length, 0);
+    });
+  });
+
+  it('answers 503 when the seen-event store is unreachable, without calling the handler', async () => {
+    const seenStore: SeenEventStore = {
+      claim: async () => {
+        throw new ServiceUnavailableError();
+      },
+      complete: async () => undefined,
+      release: async () => undefined,
+    };
+    await withReceiver({ seenStore }, async ({ post, delivered, logs }) => {
+      const res = await post('resource:provisioned', envelope('resource:provisioned'));
+      assert.equal(res.status, 503);
+      assert.equal(delivered.length, 0);
+      assert.match(logs.text(), /the seen-event store failed/);
+      assert.doesNotMatch(logs.text(), /the handler failed/);
     });
   });
 

@@ -99,6 +99,8 @@ describe('two platform instances, one database', { skip }, () => {
       EVENTS_SECRET,
       DATABASE_URL: DATABASE_URL!,
       DATABASE_SCHEMA: schema,
+      // The handler holds on long enough that copies arrive while it runs, at both instances.
+      EXAMPLE_EVENT_DELAY_MS: '300',
     };
     // Started together: the second migration waits on the advisory lock, then finds the schema done.
     [a, b] = await Promise.all([startPlatform('instance A', env), startPlatform('instance B', env)]);

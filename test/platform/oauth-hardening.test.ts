@@ -252,6 +252,14 @@ describe('deprecated OAuth: users that change', () => {
     assert.equal((await h.userInfo(tokens.body.access_token)).status, 401, 'the grant was revoked, not just refused');
   });
 
+  it('a refresh retried within the grace period for a user deleted meanwhile gets nothing', async () => {
+    const h = harness();
+    const tokens = await h.redeem(await h.code());
+    assert.equal((await h.refresh(tokens.body.refresh_token)).status, 200);
+    h.users.delete('u-alice');
+    assert.equal((await h.refresh(tokens.body.refresh_token)).body.error, 'invalid_grant');
+  });
+
   it('revokeSubject(sub) revokes every grant of the user, and only theirs', async () => {
     const h = harness();
     const one = await h.redeem(await h.code());

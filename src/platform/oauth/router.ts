@@ -433,7 +433,9 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
     if (redeemed.outcome === 'replayed') {
       // A retry of a refresh whose answer was lost: the same client, soon after. Answer what the first use issued.
       if (found.rotationSeed !== undefined && now() - redeemed.usedAt <= graceMs) {
-        const issued = await issueTokens(found, redeemed.usedAt, scope, { seed: found.rotationSeed, from: refreshToken });
+        const user = await currentUser(found);
+        if (user === undefined) throw invalidGrant('The user of this authorization no longer exists or is suspended');
+        const issued = await issueTokens({ ...found, user }, redeemed.usedAt, scope, { seed: found.rotationSeed, from: refreshToken });
         // ... unless the client already moved on and used the new refresh token: then it is a replay after all.
         if ((await store.find('refresh', secretKey(issued.refreshToken), now())) !== undefined) return { ...issued, retry: true };
       }
