@@ -97,8 +97,9 @@ export interface MarketplaceEventsOptions {
    */
   dedupeWindowMs?: number;
   /**
-   * How long a claim on a delivery protects a running handler from copies arriving at other
-   * instances (default 5 minutes). A handler running longer may see a copy run concurrently.
+   * How long a claim on a delivery holds off copies arriving at other instances (default 5 minutes,
+   * at least 1 second). It is renewed every half lease while the handler runs, so it only decides how
+   * soon another instance takes a delivery over when the one handling it died.
    */
   claimLeaseMs?: number;
   /** Largest accepted body (default 64 KiB); larger answers 413. */
@@ -267,12 +268,20 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
       const claimed = await seen.claim(key, { owner, now: now(), leaseExpiresAt: now() + leaseMs });
       if (claimed.outcome === 'done') return 'duplicate';
       if (claimed.outcome === 'busy') throw new DeliveryBusy();
+      // Renewed while the handler runs (a claim by the same owner extends it), so the lease only
+      // decides how soon another instance takes over when this one dies.
+      const renewal = setInterval(() => {
+        seen.claim(key, { owner, now: now(), leaseExpiresAt: now() + leaseMs }).catch((error: unknown) => log.warn({ err: error }, 'marketplace event: could not renew the claim'));
+      }, Math.floor(leaseMs / 2));
+      renewal.unref();
       try {
         await runHandler(handler, data, context);
       } catch (error) {
         // Only a success is remembered: a failed delivery must reach the handler again on retry.
         await seen.release(key, owner).catch((releaseError: unknown) => log.warn({ err: releaseError }, 'marketplace event: could not release the claim; a retry waits for its lease to lapse'));
         throw error;
+      } finally {
+        clearInterval(renewal);
       }
       await seen.complete(key, owner, now() + windowMs);
       return 'processed';

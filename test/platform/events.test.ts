@@ -385,6 +385,50 @@ describe('marketplaceEvents: duplicates and retries', () => {
     });
   });
 
+  it('renews the claim every half lease while the handler runs, and stops when it ends', async (t) => {
+    t.mock.timers.enable({ apis: ['setInterval'] });
+    const claims: number[] = [];
+    const inner = new MemorySeenEventStore();
+    const seenStore: SeenEventStore = {
+      claim: (key, claim) => {
+        claims.push(claim.leaseExpiresAt - claim.now);
+        return inner.claim(key, claim);
+      },
+      complete: (key, owner, expiresAt) => inner.complete(key, owner, expiresAt),
+      release: (key, owner) => inner.release(key, owner),
+    };
+    let entered!: () => void;
+    const running = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const receiver = marketplaceEvents({
+      verify: false,
+      logger: false,
+      seenStore,
+      claimLeaseMs: 10_000,
+      handlers: {
+        'resource:provisioned': async () => {
+          entered();
+          await gate;
+        },
+      },
+    });
+    const app = express();
+    app.post('/v1/events', receiver);
+    const answer = supertest(app).post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send(envelope('resource:provisioned')).then((res) => res);
+    await running;
+    t.mock.timers.tick(5_000);
+    t.mock.timers.tick(5_000);
+    finish();
+    assert.equal((await answer).status, 200);
+    t.mock.timers.tick(20_000);
+    assert.deepEqual(claims, [10_000, 10_000, 10_000], 'the first claim and two renewals, none after the end');
+  });
+
   it('answers 503 when the seen-event store is unreachable, without calling the handler', async () => {
     const seenStore: SeenEventStore = {
       claim: async () => {
