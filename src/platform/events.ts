@@ -177,11 +177,11 @@ export function marketplaceEvents(options: MarketplaceEventsOptions): RequestHan
     }, count).catch(async (error: unknown) => {
       const answer: MarketplaceError = isMarketplaceError(error) ? error : new InternalError({ cause: error });
       count(answer.status < 500 ? 'refused' : 'failed');
-      // An InternalError was logged, with its context, where it was raised.
+      // An InternalError or a store's 503 was logged, with its context, where it was raised.
       if (answer.status < 500) log.warn({ status: answer.status, code: answer.code }, `marketplace event refused: ${answer.message}`);
-      else if (!(error instanceof InternalError)) log.error({ err: error }, 'marketplace event: failed; answering 500 so that the marketplace retries');
+      else if (!(error instanceof InternalError) && answer.status !== 503) log.error({ err: error }, 'marketplace event: failed; answering 500 so that the marketplace retries');
       if (res.headersSent) return;
-      const headers: Record<string, string> = answer.status === 413 ? { Connection: 'close' } : {};
+      const headers: Record<string, string> = answer.status === 413 ? { Connection: 'close' } : answer.status === 503 ? { 'Retry-After': '1' } : {};
       await sendJson(req, res, answer.status, answer.toJSON(), { headers }).catch(() => undefined);
     });
   };

@@ -440,8 +440,10 @@ describe('marketplaceEvents: duplicates and retries', () => {
     await withReceiver({ seenStore }, async ({ post, delivered, logs }) => {
       const res = await post('resource:provisioned', envelope('resource:provisioned'));
       assert.equal(res.status, 503);
+      assert.equal(res.headers['retry-after'], '1');
       assert.equal(delivered.length, 0);
       assert.match(logs.text(), /the seen-event store failed/);
+      assert.doesNotMatch(logs.text(), /answering 500/);
       assert.doesNotMatch(logs.text(), /the handler failed/);
     });
   });
