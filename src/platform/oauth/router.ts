@@ -252,7 +252,8 @@ export function deprecatedOAuthRouter(options: DeprecatedOAuthOptions): Deprecat
       code_challenge_methods_supported: ['S256', 'plain'],
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       scopes_supported: scopes,
-    }, { headers: { 'Cache-Control': 'public, max-age=3600' } });
+    // Derived from the Host header, the document must not be cached for other hosts' requests.
+    }, { headers: { 'Cache-Control': issuer === undefined ? 'no-store' : 'public, max-age=3600', Vary: 'Host' } });
   });
 
   router.get(authorizePath, guard('authorize', async (req, res) => {
