@@ -71,7 +71,7 @@ export function loadPromClient(factory: string, load: Require = defaultRequire):
  * Duck-typed rather than `instanceof`: an app and this package may each resolve their own copy of
  * prom-client, and a registry of either works.
  */
-function isRegistry(value: unknown): value is Registry {
+export function isRegistry(value: unknown): value is Registry {
   if (typeof value !== 'object' || value === null) return false;
   const candidate = value as Record<string, unknown>;
   return ['registerMetric', 'getSingleMetric', 'metrics', 'getMetricsAsJSON'].every((m) => typeof candidate[m] === 'function');
