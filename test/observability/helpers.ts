@@ -69,7 +69,7 @@ export function fakeDiagnostics(options: { now?: () => number } = {}) {
 
   return Object.assign(store, {
     calls,
-    get closed() {
+    isClosed(): boolean {
       return closed;
     },
     async close() {
