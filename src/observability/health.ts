@@ -6,7 +6,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { InvalidOptionsError } from '../errors.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
-import type { DiagnosableStore } from './store-view.js';
+import type { StoreView } from './store-view.js';
 
 /** `ok`: take traffic. `degraded`: take traffic, but someone should look. `down`: take none. */
 export type HealthStatus = 'ok' | 'degraded' | 'down';
@@ -38,7 +38,7 @@ export interface HealthSource {
 }
 
 /** A store as the health check reads it: `ping()` when it has one, else a lookup of an id that cannot exist. */
-export type HealthStore = DiagnosableStore & { getResource?(id: string): Promise<unknown> };
+export type HealthStore = StoreView & { getResource?(id: string): Promise<unknown> };
 
 export interface HealthCheckOptions {
   /** The store the router uses. */

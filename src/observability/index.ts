@@ -2,11 +2,11 @@ import { noInstrumentation, type Instrumentation } from './hooks.js';
 import { asOptionsObject, rejectUnknownKeys } from '../lib/options.js';
 import { loadPromClient, metricHooks, metricsFor } from './metrics.js';
 import { tracingSpan } from './tracing.js';
-import type { DiagnosableStore } from './store-view.js';
+import type { StoreView } from './store-view.js';
 
 export type { DeliveryOutcome, EventOutcome, HandlerOutcome, Instrumentation, SpanAttributes, SpanName } from './hooks.js';
 export { noInstrumentation } from './hooks.js';
-export type { DiagnosableStore, DeliverySummary, OutboxStats, StoreDiagnostics } from './store-view.js';
+export type { StoreView, DeliverySummary, OutboxStats, StoreDiagnostics } from './store-view.js';
 
 /**
  * The `metrics` option every factory takes (`marketplaceRouter`, `platformRouter`,
@@ -30,7 +30,7 @@ export interface InstrumentationContext {
    * The store behind `marketplace_operations_pending`, `marketplace_outbox_pending` and
    * `marketplace_outbox_oldest_pending_seconds`, or a getter for one built after the call.
    */
-  store?: DiagnosableStore | (() => DiagnosableStore | undefined);
+  store?: StoreView | (() => StoreView | undefined);
   /** The factory's clock, for the age of the oldest delivery. Default `Date.now`. */
   now?: () => number;
 }

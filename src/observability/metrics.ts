@@ -9,7 +9,7 @@ import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { InvalidOptionsError } from '../errors.js';
 import type { Instrumentation } from './hooks.js';
 import * as label from './labels.js';
-import type { DiagnosableStore } from './store-view.js';
+import type { StoreView } from './store-view.js';
 
 type PromClient = typeof PromClientModule;
 type Require = (id: string) => unknown;
@@ -39,7 +39,7 @@ type Labels<K extends keyof Definitions> = Definitions[K]['labelNames'][number];
 
 /** Where the scrape-time gauges read from: a store (or a getter, for a store built later) and its clock. */
 export interface StoreSource {
-  store: DiagnosableStore | (() => DiagnosableStore | undefined);
+  store: StoreView | (() => StoreView | undefined);
   now: () => number;
 }
 
@@ -140,7 +140,7 @@ interface Readings {
 function scrapeReader(sources: Set<StoreSource>): () => Promise<Readings> {
   let inFlight: Promise<Readings> | undefined;
   async function read(): Promise<Readings> {
-    const seen = new Set<DiagnosableStore>();
+    const seen = new Set<StoreView>();
     let operations: number | undefined;
     let pending: number | undefined;
     let oldest: number | undefined;

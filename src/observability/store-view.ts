@@ -47,5 +47,5 @@ export interface StoreDiagnostics {
   ping(): Promise<void>;
 }
 
-/** A store as the observability tools take it: any store, with whichever diagnostics it has. */
-export type DiagnosableStore = Partial<StoreDiagnostics> & { readonly kind?: string };
+/** A store as the observability tools take it: any store, with whichever diagnostics it has (declared here, not in store/types.ts, where DiagnosableStore means a store with all of them). */
+export type StoreView = Partial<StoreDiagnostics> & { readonly kind?: string };

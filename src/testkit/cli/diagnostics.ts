@@ -5,11 +5,11 @@
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { DiagnosableStore, StoreDiagnostics } from '../../observability/store-view.js';
+import type { StoreView, StoreDiagnostics } from '../../observability/store-view.js';
 import { UsageError, type CliIo } from './io.js';
 
 /** A store opened by the CLI: its diagnostics methods, and a way to let it go. */
-export type CliStore = DiagnosableStore & { close(): Promise<void> };
+export type CliStore = StoreView & { close(): Promise<void> };
 
 /** Opens the store a `--store` value names; replaced by a fake in tests. */
 export type StoreOpener = (spec: StoreSpec, io: CliIo) => Promise<CliStore>;
