@@ -130,12 +130,28 @@ const BROKEN: HealthReport = { status: 'down', store: 'down', outbox: null, reas
  * ```
  */
 export function healthHandler(source: HealthSource | (() => Promise<HealthReport>)): RequestHandler {
-  const health = typeof source === 'function' ? source : typeof source?.health === 'function' ? () => source.health() : undefined;
+  const health = healthOf(source);
   if (health === undefined) throw new InvalidOptionsError('healthHandler: expected a router with health() or a function answering a health report');
   return (_req: Request, res: Response) => {
     void answerHealth(res, health);
   };
 }
+
+/**
+ * The check behind a source: its `health()` (looked up at each call, as a router's may be attached
+ * after the handler is built), or the source itself when it is a plain function. An Express router
+ * is a function too, but never a check: without `health()` it is no source.
+ */
+export function healthOf(source: unknown): (() => Promise<HealthReport>) | undefined {
+  if ((typeof source !== 'object' && typeof source !== 'function') || source === null) return undefined;
+  const holder = source as Partial<HealthSource>;
+  if (typeof holder.health === 'function') return () => holder.health!();
+  if (typeof source === 'function' && typeof (source as { use?: unknown }).use !== 'function') return source as () => Promise<HealthReport>;
+  return undefined;
+}
+
+/** What an instance without a store check reports: it answers, nothing more is known. */
+export const ALIVE: HealthReport = Object.freeze({ status: 'ok', store: 'ok', outbox: null }) as HealthReport;
 
 /** Sends one report; shared by {@link healthHandler} and mountObservability. */
 export async function answerHealth(res: Response, health: () => Promise<HealthReport>): Promise<void> {

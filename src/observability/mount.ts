@@ -7,7 +7,7 @@ import type { Request, Response, Router } from 'express';
 import type { Registry } from 'prom-client';
 import { InvalidOptionsError } from '../errors.js';
 import { asOptionsObject, rejectUnknownKeys } from '../lib/options.js';
-import { answerHealth, type HealthReport, type HealthSource } from './health.js';
+import { ALIVE, answerHealth, healthOf, type HealthReport, type HealthSource } from './health.js';
 import { isRegistry } from './metrics.js';
 
 /** Where each endpoint is mounted; `false` leaves it out. */
@@ -34,7 +34,6 @@ export interface ObservabilityOptions {
 }
 
 const FACTORY = 'mountObservability';
-const ALIVE: HealthReport = { status: 'ok', store: 'ok', outbox: null };
 
 function path(option: string | false | undefined, fallback: string, name: string): string | false {
   const value = option ?? fallback;
@@ -64,15 +63,13 @@ export function mountObservability(app: Pick<Router, 'get'>, options: Observabil
   rejectUnknownKeys(`${FACTORY}: option "paths"`, paths, ['metrics', 'health', 'live']);
   const registry = options.registry;
   if (registry !== undefined && !isRegistry(registry)) throw new InvalidOptionsError(`${FACTORY}: option "registry" must be a prom-client Registry`);
-  const source = options.health ?? options.router;
-  if (source !== undefined && typeof source !== 'function' && typeof source !== 'object') throw new InvalidOptionsError(`${FACTORY}: option "health" must be a router, a health source or a function`);
+  const check = options.health === undefined ? undefined : healthOf(options.health);
+  if (options.health !== undefined && check === undefined) throw new InvalidOptionsError(`${FACTORY}: option "health" must be an object with health() or a function answering a health report`);
+  const router = options.router as Partial<HealthSource> | undefined;
+  if (router !== undefined && ((typeof router !== 'object' && typeof router !== 'function') || router === null)) throw new InvalidOptionsError(`${FACTORY}: option "router" must be the router whose health() /healthz reports`);
 
-  // Looked up per request: the router's health() may be attached after mounting.
-  const health = async (): Promise<HealthReport> => {
-    if (typeof source === 'function') return source();
-    if (typeof source?.health === 'function') return source.health();
-    return ALIVE;
-  };
+  // The router's health() is looked up per request: it may be attached after mounting.
+  const health = (): Promise<HealthReport> => check?.() ?? (typeof router?.health === 'function' ? router.health() : Promise.resolve(ALIVE));
   const metricsPath = path(paths.metrics as string | false | undefined, '/metrics', 'metrics');
   const healthPath = path(paths.health as string | false | undefined, '/healthz', 'health');
   const livePath = path(paths.live as string | false | undefined, '/livez', 'live');

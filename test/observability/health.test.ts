@@ -114,11 +114,16 @@ describe('healthHandler', () => {
     assert.ok(!broken.text.includes('abc123'));
   });
 
-  it('takes a bare check function, and refuses anything else', async () => {
+  it('takes a router with health(), or a bare check function, and refuses anything else', async () => {
     const store = fakeDiagnostics();
     const server = express().get('/h', healthHandler(createHealthCheck({ store })));
     assert.equal((await request(server).get('/h')).body.status, 'ok');
+    const router = Object.assign(express.Router(), { health: createHealthCheck({ store }) });
+    const withRouter = express().get('/h', healthHandler(router));
+    store.failWith(new Error('gone'));
+    assert.equal((await request(withRouter).get('/h')).status, 503);
     assert.throws(() => healthHandler({} as never), InvalidOptionsError);
+    assert.throws(() => healthHandler(express.Router() as never), InvalidOptionsError, 'a router without health() is no check');
   });
 });
 
@@ -129,9 +134,11 @@ describe('mountObservability', () => {
     store.addDelivery({ id: 'd1', createdAt: Date.now() });
     const hooks = resolveInstrumentation('marketplaceRouter', { registry }, { store });
     hooks.signatureFailure('ERR_SIGNATURE_MISSING');
-    const router: { health?: () => Promise<HealthReport> } = {};
+    // A real Express router: a function, which must not be mistaken for the check itself.
+    const router = express.Router() as express.Router & { health?: () => Promise<HealthReport> };
     const app = express();
     mountObservability(app, { registry, router });
+    assert.deepEqual((await request(app).get('/healthz')).body, { status: 'ok', store: 'ok', outbox: null }, 'before health() is attached: liveness only');
     // As the lead wires it: health() is attached to the router after mounting.
     router.health = createHealthCheck({ store });
 
@@ -179,6 +186,8 @@ describe('mountObservability', () => {
     refused({ paths: { metrics: 'metrics' } }, /"paths.metrics" must be a path/);
     refused({ paths: { healthz: '/h' } }, /unknown option "healthz"/);
     refused({ router: {}, health: () => Promise.resolve({}) }, /not both/);
+    refused({ health: express.Router() }, /option "health" must be an object with health\(\) or a function/);
+    refused({ router: 'main' }, /option "router" must be the router/);
     refused({ registy: new Registry() }, /did you mean "registry"/);
   });
 });
