@@ -7,6 +7,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { InvalidOptionsError } from '../errors.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import type { StoreView } from './store-view.js';
+import { Timeout, within } from './timeout.js';
 
 /** `ok`: take traffic. `degraded`: take traffic, but someone should look. `down`: take none. */
 export type HealthStatus = 'ok' | 'degraded' | 'down';
@@ -56,17 +57,6 @@ const DEFAULT_TIMEOUT_MS = 2000;
 const DEFAULT_OUTBOX_MAX_AGE_MS = 60 * 60_000;
 /** Never a valid marketplace id, so the fallback probe reads an index and finds nothing. */
 const PROBE_ID = '__health_probe__';
-
-class Timeout extends Error {}
-
-function within<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Timeout()), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 /**
  * Builds the health check of a provider instance: the store answers a trivial query (`ping()`,

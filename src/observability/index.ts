@@ -8,6 +8,9 @@ export type { DeliveryOutcome, EventOutcome, HandlerOutcome, Instrumentation, Sp
 export { noInstrumentation } from './hooks.js';
 export type { StoreView, DeliverySummary, OutboxStats, StoreDiagnostics } from './store-view.js';
 
+/** A scrape must answer within Prometheus's scrape timeout (10 s by default), store or not. */
+const DEFAULT_READ_TIMEOUT_MS = 3000;
+
 /**
  * The `metrics` option every factory takes (`marketplaceRouter`, `platformRouter`,
  * `marketplaceEvents`, `deprecatedOAuthRouter`): `{ registry }`, a prom-client `Registry`.
@@ -33,6 +36,8 @@ export interface InstrumentationContext {
   store?: StoreView | (() => StoreView | undefined);
   /** The factory's clock, for the age of the oldest delivery. Default `Date.now`. */
   now?: () => number;
+  /** How long a scrape waits for the store before reporting the gauges as NaN. Default 3000 ms. */
+  readTimeoutMs?: number;
 }
 
 /**
@@ -55,6 +60,6 @@ export function resolveInstrumentation(factory: string, metrics: MetricsOptions 
   const option = asOptionsObject(`${factory}: option "metrics"`, metrics);
   rejectUnknownKeys(`${factory}: option "metrics"`, option, ['registry']);
   const set = metricsFor(factory, loadPromClient(factory), option.registry);
-  if (context.store !== undefined) set.sources.add({ store: context.store, now: context.now ?? Date.now });
+  if (context.store !== undefined) set.sources.add({ store: context.store, now: context.now ?? Date.now, timeoutMs: context.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS });
   return Object.freeze({ ...metricHooks(set), span });
 }

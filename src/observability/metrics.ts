@@ -10,6 +10,7 @@ import { InvalidOptionsError } from '../errors.js';
 import type { Instrumentation } from './hooks.js';
 import * as label from './labels.js';
 import type { StoreView } from './store-view.js';
+import { within } from './timeout.js';
 
 type PromClient = typeof PromClientModule;
 type Require = (id: string) => unknown;
@@ -41,6 +42,8 @@ type Labels<K extends keyof Definitions> = Definitions[K]['labelNames'][number];
 export interface StoreSource {
   store: StoreView | (() => StoreView | undefined);
   now: () => number;
+  /** How long one read may take before the store counts as unreadable for this scrape. */
+  timeoutMs: number;
 }
 
 interface MetricSet {
@@ -134,7 +137,7 @@ interface Readings {
  * once, so the three gauges share one in-flight read instead of querying the store three times.
  *
  * Several routers may share a registry: their distinct stores are summed (the oldest delivery is the
- * oldest of all). A store that cannot be read (closed, or the database down) is left out; when
+ * oldest of all). A store that cannot be read in time (closed, or the database down) is left out; when
  * none can be read the gauges are NaN, so that an alert on them does not see a reassuring zero.
  */
 function scrapeReader(sources: Set<StoreSource>): () => Promise<Readings> {
@@ -149,7 +152,8 @@ function scrapeReader(sources: Set<StoreSource>): () => Promise<Readings> {
       const store = typeof source.store === 'function' ? source.store() : source.store;
       if (store === undefined || seen.has(store)) continue;
       seen.add(store);
-      const [count, stats] = await Promise.allSettled([store.countPendingOperations?.(), store.outboxStats?.()]);
+      const read = <T>(fn: (() => Promise<T>) | undefined) => (fn === undefined ? Promise.resolve(undefined) : within(fn.call(store), source.timeoutMs));
+      const [count, stats] = await Promise.allSettled([read(store.countPendingOperations), read(store.outboxStats)]);
       if (count.status === 'fulfilled' && count.value !== undefined) operations = (operations ?? 0) + count.value;
       if (stats.status === 'fulfilled' && stats.value !== undefined) {
         anyOutbox = true;

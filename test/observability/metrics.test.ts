@@ -220,4 +220,22 @@ describe('resolveInstrumentation: gauges read from the store at scrape time', ()
     assert.equal(await sample(registry, 'marketplace_outbox_pending'), 1);
     assert.equal(await sample(registry, 'marketplace_outbox_oldest_pending_seconds'), 2);
   });
+
+  it('does not let a store that hangs hang the scrape: its gauges are NaN for that scrape', async () => {
+    const store = fakeDiagnostics();
+    let release!: () => void;
+    const never = new Promise<void>((resolve) => (release = resolve));
+    store.outboxStats = async () => {
+      await never;
+      return { pending: 1, failed: 0, oldestPendingCreatedAt: undefined };
+    };
+    const registry = new Registry();
+    resolveInstrumentation('test', { registry }, { store, readTimeoutMs: 1 });
+    try {
+      assert.ok(Number.isNaN(await sample(registry, 'marketplace_outbox_pending')));
+      assert.equal(await sample(registry, 'marketplace_operations_pending'), 0, 'what did answer is reported');
+    } finally {
+      release();
+    }
+  });
 });
