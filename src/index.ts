@@ -35,3 +35,9 @@ export * from './connector/index.js';
 export * from './outbox/index.js';
 export * from './sso/index.js';
 export { createRedactingLogger, REDACT_PATHS } from './lib/logger.js';
+
+export { createHealthCheck, healthHandler } from './observability/health.js';
+export type { HealthCheckOptions, HealthReport, HealthSource, HealthStatus, HealthStore, OutboxHealth } from './observability/health.js';
+export { mountObservability } from './observability/mount.js';
+export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
+export type { MetricsOptions } from './observability/index.js';

@@ -149,7 +149,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   const validate = optionalFunction<ValidateHook>(FACTORY, raw, 'validate');
   const logger = createLogger(options.logger, { component: 'provider' });
   // Not yet called from the core: the hooks' call sites arrive with the operation table.
-  const instrumentation = resolveInstrumentation(FACTORY, options.metrics);
+  const instrumentation = resolveInstrumentation(FACTORY, options.metrics, { store: () => store, now });
   void instrumentation;
   const store = options.store ?? memoryStore();
   if (options.store === undefined) logger.warn('marketplaceRouter: no store given, using memoryStore(): every resource is lost when the process exits');
