@@ -9,6 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import express from 'express';
 import session from 'express-session';
+import { Registry } from 'prom-client';
+import { mountObservability } from '../src/observability/mount.js';
 import { NotFoundError } from '../src/errors.js';
 import { createLogger, type Logger } from '../src/lib/logger.js';
 import {
@@ -160,6 +162,8 @@ export interface PlatformAppOptions {
   logger?: Logger | false;
   /** Shared stores (examples/platform.ts builds them from DATABASE_URL); default in memory. */
   stores?: { oauth?: OAuthStore; seen?: SeenEventStore };
+  /** Where the platform's metrics go (served at `/metrics`). Default: a fresh prom-client Registry. */
+  registry?: Registry;
 }
 
 const SESSION_TTL_MS = 8 * 60 * 60 * 1000;
@@ -238,6 +242,10 @@ export function createPlatformApp(env: PlatformEnv = process.env, options: Platf
 
   const app = express();
   app.disable('x-powered-by');
+  const registry = options.registry ?? new Registry();
+  const metrics = { registry };
+  // Operator endpoints first, outside the session layer: a scrape must not create sessions.
+  mountObservability(app, { registry });
   let sessionSecret = env.SESSION_SECRET ?? '';
   if (sessionSecret === '') {
     sessionSecret = randomBytes(32).toString('hex');
@@ -311,6 +319,7 @@ export function createPlatformApp(env: PlatformEnv = process.env, options: Platf
       // The policy does not depend on the resource, so one answer covers every requested id.
       authorize: (query) => isAllowed(query),
       logger,
+      metrics,
     }),
   );
 
@@ -335,8 +344,8 @@ export function createPlatformApp(env: PlatformEnv = process.env, options: Platf
     };
     // One seen store for both addresses: a delivery is handled once whichever way it came.
     const seenStore = stores?.seen ?? new MemorySeenEventStore();
-    app.post('/v1/events', marketplaceEvents({ handlers, seenStore, logger, verify: eventSecretHeader({ header: 'x-marketplace-secret', secret: eventsSecret }) }));
-    app.post('/v1/events/:secret', marketplaceEvents({ handlers, seenStore, logger, verify: eventSecretPath({ secret: eventsSecret }) }));
+    app.post('/v1/events', marketplaceEvents({ handlers, seenStore, logger, metrics, verify: eventSecretHeader({ header: 'x-marketplace-secret', secret: eventsSecret }) }));
+    app.post('/v1/events/:secret', marketplaceEvents({ handlers, seenStore, logger, metrics, verify: eventSecretPath({ secret: eventsSecret }) }));
   } else {
     log.warn('EVENTS_SECRET is not set: the webhook receiver (POST /v1/events) is off, as it could not tell real deliveries from forged ones');
   }
@@ -354,6 +363,7 @@ export function createPlatformApp(env: PlatformEnv = process.env, options: Platf
           res.status(401).json({ message: 'Not signed in to the platform: GET /login?as=<user id>&return_to=<this path>, then retry' });
         },
         logger,
+        metrics,
       }),
     );
   } else {

@@ -338,3 +338,33 @@ describe('examples/platform.ts as a process', () => {
     }
   });
 });
+
+describe('example platform: operator endpoints', () => {
+  let running: Running;
+  before(async () => {
+    running = await listen(createPlatformApp(ENV, { logger: false }));
+  });
+  after(() => running.close());
+
+  it('serves /metrics with what it answered, and /healthz and /livez without a token', async () => {
+    const http = supertest(running.url);
+    assert.equal((await http.get('/v1/profiles/u-alice').set(auth)).status, 200);
+    assert.equal((await http.get('/v1/profiles/u-alice')).status, 401);
+    assert.equal((await http.post('/v1/events').set(eventsAuth).set('X-Marketplace-Event', 'resource:provisioned').send({ event: 'resource:provisioned', version: 1, data: { resource_id: 'r-1', subject: 'u-alice' } })).status < 300, true);
+    assert.equal((await http.post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send({ event: 'resource:provisioned', version: 1, data: { resource_id: 'r-2', subject: 'u-bob' } })).status, 401);
+
+    const scrape = await http.get('/metrics');
+    assert.equal(scrape.status, 200);
+    assert.match(String(scrape.headers['content-type']), /^text\/plain/);
+    const text = scrape.text;
+    assert.match(text, /marketplace_platform_requests_total\{route="\/v1\/profiles\/:id",status="200"\} 1\b/);
+    assert.match(text, /marketplace_platform_requests_total\{route="\/v1\/profiles\/:id",status="401"\} 1\b/);
+    assert.match(text, /marketplace_events_total\{type="resource:provisioned",outcome="processed"\} 1\b/);
+    assert.match(text, /marketplace_events_total\{type="[^"]*",outcome="refused"\} 1\b/);
+    // Ids never become label values.
+    assert.doesNotMatch(text, /u-alice|r-1/);
+
+    assert.equal((await http.get('/healthz')).status, 200);
+    assert.equal((await http.get('/livez')).status, 200);
+  });
+});
