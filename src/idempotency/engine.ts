@@ -82,6 +82,8 @@ export class OperationEngine {
         leaseMs: this.#options.leaseMs,
       });
       if (claim.outcome === 'claimed') return this.#runClaimed(spec, claim.operation, waitUntil);
+      if (claim.outcome === 'replayed') return claim.answer;
+      if (claim.outcome === 'blocked') throw new ConflictError(conflictMessage(claim.operation), 'ERR_OPERATION_IN_PROGRESS');
 
       const busy = claim.operation;
       if (busy.fingerprint !== spec.fingerprint) {

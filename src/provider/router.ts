@@ -282,7 +282,10 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
 
   Object.defineProperty(router, 'store', { value: store, enumerable: true });
   router.complete = complete;
-  router.pendingOperations = (limit = 100) => store.listPendingOperations(limit);
+  router.pendingOperations = async (limit = 100) => {
+    if (store.listPendingOperations === undefined) throw new TypeError(`pendingOperations: the ${store.kind} store does not implement listPendingOperations`);
+    return store.listPendingOperations(limit);
+  };
   router.recordUsage = ledger.recordUsage;
   router.close = async () => {
     await outbox?.stop();
