@@ -29,10 +29,12 @@ export { memoryStore } from './store/memory.js';
 export { generateEncryptionKey, DecryptionError } from './store/crypto.js';
 export { operationKey } from './store/types.js';
 export type * from './store/types.js';
+export type { OutboxStats as StoreOutboxStats } from './store/types.js';
 
 export * from './signature/index.js';
 export * from './connector/index.js';
 export * from './outbox/index.js';
+export type { OutboxStats } from './outbox/index.js';
 export * from './sso/index.js';
 export { createRedactingLogger, REDACT_PATHS } from './lib/logger.js';
 

@@ -5,6 +5,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { entityDeletedError, isOperationLive, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
+import { readSnapshot } from './snapshot.js';
 import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
@@ -13,7 +14,7 @@ import type {
   ClaimResult,
   CommitInput,
   DeliveryRecord,
-  Store,
+  ListingStore,
 } from './types.js';
 
 export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
@@ -49,7 +50,7 @@ export interface PostgresStoreOptions extends PostgresConnectionOptions {
 }
 
 /** A store in PostgreSQL shared by any number of instances: see {@link postgresStore}. */
-export interface PostgresStore extends Store {
+export interface PostgresStore extends ListingStore {
   readonly kind: 'postgres';
   /** The schema the tables live in. */
   readonly schema: string;
@@ -365,7 +366,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     // live holder, and a key changing hands that fast is rare, so a few rounds are plenty.
     for (let attempt = 0; attempt < 8; attempt++) {
       const [claimed] = await query<OperationRow>(claimSql, values);
-      if (claimed !== undefined) return { outcome: 'claimed', operation: toOperation(claimed) };
+      // Stop-gap until the one-round-trip claim: the snapshot is read after the claim.
+      if (claimed !== undefined) return { outcome: 'claimed', operation: toOperation(claimed), snapshot: await readSnapshot(store, input) };
       const [holder] = await query<OperationRow>(`SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE key = $1`, [input.key]);
       if (holder !== undefined) {
         const operation = toOperation(holder);
@@ -375,7 +377,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     throw new ServiceUnavailableError('The operation is changing hands too fast, retry later');
   }
 
-  return {
+  const store: PostgresStore = {
     kind: 'postgres',
     schema,
     pool,
@@ -611,5 +613,9 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       pool.removeListener('error', onPoolError);
       if (connection.ownsPool) await pool.end();
     },
+
+    // Stop-gap until replay records are stored: none is kept, so there is nothing to prune.
+    pruneReplays: async () => 0,
   };
+  return store;
 }

@@ -7,6 +7,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { entityDeletedError, newToken } from './common.js';
 import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
+import { readSnapshot } from './snapshot.js';
 import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
@@ -17,7 +18,8 @@ import type {
   Mutation,
   NewDelivery,
   PendingInput,
-  Store,
+  OperationRecord,
+  ListingStore,
 } from './types.js';
 
 export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
@@ -38,7 +40,7 @@ export interface SqliteStoreOptions {
 }
 
 /** A store on one SQLite file: see {@link sqliteStore}. */
-export interface SqliteStore extends Store {
+export interface SqliteStore extends ListingStore {
   readonly kind: 'sqlite';
   /** The schema version the database is at. */
   readonly schemaVersion: number;
@@ -279,7 +281,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   }
 
   // A throw inside a better-sqlite3 transaction function rolls the whole transaction back.
-  const claimTx = db.transaction((input: ClaimInput): ClaimResult => {
+  const claimTx = db.transaction((input: ClaimInput): Exclude<ClaimResult, { outcome: 'claimed' | 'replayed' | 'blocked' }> | { outcome: 'claimed'; operation: OperationRecord } => {
     const row = sql.claim.get({
       key: input.key,
       kind: input.kind,
@@ -347,7 +349,12 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
     listPendingOperations: (limit) => run(() => sql.listPending.all(limit).map(toOperation)),
 
-    claimOperation: (input) => run(() => claimTx.immediate(input)),
+    // Stop-gap until the one-round-trip claim: the snapshot is read after the claim.
+    async claimOperation(input): Promise<ClaimResult> {
+      const claim = await run(() => claimTx.immediate(input));
+      return claim.outcome === 'claimed' ? { ...claim, snapshot: await readSnapshot(this, input) } : claim;
+    },
+    pruneReplays: async () => 0,
 
     renewOperation: (key, token, leaseExpiresAt) => run(() => sql.renew.run(leaseExpiresAt, key, token).changes > 0),
 

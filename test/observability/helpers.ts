@@ -21,7 +21,7 @@ export function fakeDiagnostics(options: { now?: () => number } = {}) {
   }
   const oldestFirst = (a: DeliverySummary, b: DeliverySummary) => a.createdAt - b.createdAt;
 
-  const store: StoreDiagnostics & { kind: string } = {
+  const store: Omit<StoreDiagnostics, 'listDeliveries' | 'pruneTombstones' | 'pruneUsage'> & { kind: string } = {
     kind: 'fake',
     async listDeliverySummaries(filter = {}) {
       await enter('listDeliverySummaries');

@@ -16,7 +16,7 @@ import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
 import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
-import { storeContract } from './contract.js';
+import { storeContract, heldBy } from './contract.js';
 
 const KEY = generateEncryptionKey();
 const T0 = 1_700_000_000_000;
@@ -88,7 +88,7 @@ function claimInput(overrides: Partial<ClaimInput> = {}): ClaimInput {
 async function provision(store: Store, id: string): Promise<void> {
   const claim = await store.claimOperation(claimInput({ key: `resource:${id}`, targetId: id }));
   assert.equal(claim.outcome, 'claimed');
-  await store.commitOperation(claim.operation.key, claim.operation.token, {
+  await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
     mutation: { type: 'putResource', resource: { id, product: 'bonnets', plan: 'small', region: 'all::global', features: {}, message: 'Ready', createdAt: T0, updatedAt: T0 } },
   });
 }
@@ -262,7 +262,7 @@ describe('postgresStore', () => {
         );
         const winners = results.filter((r) => r.outcome === 'claimed');
         assert.equal(winners.length, 1, `round ${round}`);
-        for (const result of results) assert.equal(result.operation.token, winners[0]!.operation.token);
+        for (const result of results) assert.equal(heldBy(result).token, heldBy(winners[0]!).token);
       }
     } finally {
       await a.close();
@@ -282,8 +282,8 @@ describe('postgresStore', () => {
       const [x, y] = await Promise.all([a.claimOperation(claimInput({ now: later, owner: 'x' })), b.claimOperation(claimInput({ now: later, owner: 'y' }))]);
       const outcomes = [x.outcome, y.outcome].sort();
       assert.deepEqual(outcomes, ['busy', 'claimed']);
-      const winner = x.outcome === 'claimed' ? x.operation : y.operation;
-      await assert.rejects(a.commitOperation(stale.operation.key, stale.operation.token, { mutation: { type: 'none' } }), LeaseLostError);
+      const winner = heldBy(x.outcome === 'claimed' ? x : y);
+      await assert.rejects(a.commitOperation(heldBy(stale).key, heldBy(stale).token, { mutation: { type: 'none' } }), LeaseLostError);
       await b.commitOperation(winner.key, winner.token, { mutation: { type: 'none' } });
       assert.equal(await a.getOperation(winner.key), undefined);
     } finally {
@@ -379,7 +379,7 @@ describe('postgresStore', () => {
       await provision(store, 'r1');
       const claim = await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1' }));
       const values = { BONNETS_URL: 'https://bonnet-user:sup3r-s3cr3t@bonnets.example/r1' };
-      await store.commitOperation(claim.operation.key, claim.operation.token, {
+      await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
         mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values, message: 'Credentials ready', createdAt: T0 } },
         delivery: { id: 'd1', callbackId: 'cb1', url: 'https://c.example/cb1', payload: { state: 'done', message: 'Credentials ready', credentials: values }, createdAt: T0, deadlineAt: T0 + 1 },
       });

@@ -10,7 +10,7 @@ import { DecryptionError, generateEncryptionKey } from '../../src/store/crypto.j
 import { SQLITE_MIGRATIONS } from '../../src/store/migrations/sqlite.js';
 import { isTransientSqliteError, sqliteStore, type SqliteStoreOptions } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { storeContract } from './contract.js';
+import { storeContract, heldBy } from './contract.js';
 
 const KEY = generateEncryptionKey();
 const root = mkdtempSync(join(tmpdir(), 'em-sqlite-'));
@@ -39,7 +39,7 @@ async function provisionWithCredential(store: Store, secret: string): Promise<vo
     leaseMs: 30_000,
   });
   assert.equal(claim.outcome, 'claimed');
-  await store.commitOperation(claim.operation.key, claim.operation.token, {
+  await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
     mutation: { type: 'putResource', resource: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 2 }, message: 'Ready', createdAt: T0, updatedAt: T0 } },
   });
   const credClaim = await store.claimOperation({
@@ -144,7 +144,7 @@ describe('sqliteStore', () => {
     const base = { kind: 'deprovision' as const, fingerprint: 'f', request, owner: 'crashed', now: T0, leaseMs: 60_000 };
     const running = await before.claimOperation({ ...base, key: 'resource:running', targetId: 'running' });
     const pending = await before.claimOperation({ ...base, key: 'resource:pending', targetId: 'pending' });
-    await before.markOperationPending(pending.operation.key, pending.operation.token, { message: 'Working on it', deadlineAt: T0 + 86_400_000 });
+    await before.markOperationPending(heldBy(pending).key, heldBy(pending).token, { message: 'Working on it', deadlineAt: T0 + 86_400_000 });
     await before.close(); // as if the process had died: the claims were never released
 
     const messages: string[] = [];
@@ -153,7 +153,7 @@ describe('sqliteStore', () => {
       assert.equal((await after.getOperation('resource:running'))?.leaseExpiresAt, 0);
       const retry = await after.claimOperation({ ...base, owner: 'restarted', now: T0 + 1, key: 'resource:running', targetId: 'running' });
       assert.equal(retry.outcome, 'claimed', 'a retry takes over at once, without waiting for the lease');
-      assert.notEqual(retry.operation.token, running.operation.token);
+      assert.notEqual(heldBy(retry).token, heldBy(running).token);
       const stillPending = await after.claimOperation({ ...base, owner: 'restarted', now: T0 + 1, key: 'resource:pending', targetId: 'pending' });
       assert.equal(stillPending.outcome, 'busy', 'a pending operation waits for its completion, not for a process');
       assert.ok(messages.some((line) => line.includes('expired 1 running operation')));
