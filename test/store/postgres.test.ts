@@ -231,7 +231,7 @@ describe('postgresStore', () => {
     const tables = await admin!.query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name', [schema]);
     assert.deepEqual(
       tables.rows.map((r: { table_name: string }) => r.table_name),
-      ['credentials', 'deliveries', 'operations', 'resources', 'schema_migrations', 'tombstones', 'usage_entries'],
+      ['credentials', 'deliveries', 'operations', 'replays', 'resources', 'schema_migrations', 'tombstones', 'usage_entries'],
     );
   });
 
@@ -293,16 +293,17 @@ describe('postgresStore', () => {
     }
   });
 
-  pgIt('a resource deletion racing a credential commit on another instance tombstones that credential too', async () => {
+  pgIt('a resource deletion racing the completion of a pending credential operation on another instance tombstones that credential too', async () => {
     const schema = newSchema();
     const a = open({ schema });
     const b = open({ schema });
     let locker: pg.PoolClient | undefined;
-    const waitingOn = async (table: string, count: number) =>
+    // Commits stalled on a lock, seen from the server (each commit is one call of commit_operation).
+    const commitsWaiting = async (count: number) =>
       (
         await admin!.query(
           `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'embedded-marketplace' AND query LIKE $1`,
-          [`%"${schema}".${table}%`],
+          [`%"${schema}".commit_operation%`],
         )
       ).rows[0].n === count;
     try {
@@ -315,17 +316,19 @@ describe('postgresStore', () => {
       await locker.query(`INSERT INTO "${schema}".credentials (id, resource_id, sealed_values, message, created_at) VALUES ('c1', 'r0', '\\x00', 'x', 0)`);
       const put = await a.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
       assert.equal(put.outcome, 'claimed');
-      const putting = a.commitOperation(put.operation.key, put.operation.token, {
+      // Pending (202): a running one would keep the deletion from being claimed at all.
+      await a.markOperationPending(heldBy(put).key, heldBy(put).token, { message: 'Working', deadlineAt: T0 + 86_400_000 });
+      const putting = a.commitOperation(heldBy(put).key, heldBy(put).token, {
         mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values: { A: 'b' }, message: 'Credentials ready', createdAt: T0 } },
       });
       putting.catch(() => undefined);
-      await eventually('the credential commit waits', () => waitingOn('credentials', 1));
+      await eventually('the credential commit waits', () => commitsWaiting(1));
       // Instance B deletes r1 meanwhile: it waits for A's commit, then must see (and bury) c1.
       const del = await b.claimOperation(claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
       assert.equal(del.outcome, 'claimed');
       const deleting = b.commitOperation(del.operation.key, del.operation.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
       deleting.catch(() => undefined);
-      await eventually('the deletion waits', () => waitingOn('resources', 1));
+      await eventually('the deletion waits', () => commitsWaiting(2));
       await locker.query('ROLLBACK');
       locker.release();
       locker = undefined;
@@ -454,7 +457,7 @@ describe('postgresStore', () => {
         (
           await admin!.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'embedded-marketplace' AND query LIKE $1`,
-            [`%"${schema}".resources%`],
+            [`%"${schema}".commit_operation%`],
           )
         ).rows[0].n === 1;
       await eventually('the commit waits on the row lock', waiting);
@@ -465,7 +468,9 @@ describe('postgresStore', () => {
       locker.release();
       locker = undefined;
 
-      // The server rolls the cut transaction back: the operation is still held, no credential exists.
+      // The commit is one statement: the server either rolled it back with the cut session, or (as
+      // it waits on a lock, it only notices the client is gone afterwards) completed it. Either way
+      // all of it or nothing: the operation is still held exactly when no credential was written.
       await eventually('the cut session is gone', async () => {
         const { rows } = await admin!.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'embedded-marketplace' AND query LIKE $1`, [
           `%"${schema}".%`,
@@ -473,8 +478,8 @@ describe('postgresStore', () => {
         return rows[0].n === 0;
       });
       const ops = await admin!.query(`SELECT token FROM "${schema}".operations WHERE key = $1`, [key]);
-      assert.deepEqual(ops.rows, [{ token }]);
-      assert.equal((await admin!.query(`SELECT count(*)::int AS n FROM "${schema}".credentials`)).rows[0].n, 0);
+      const written = (await admin!.query(`SELECT count(*)::int AS n FROM "${schema}".credentials`)).rows[0].n as number;
+      assert.deepEqual(ops.rows, written === 0 ? [{ token }] : [], 'the operation is released exactly when the credential is written');
       await eventually('the lost idle connections were reported, not thrown', () => lines.some((line) => line.includes('idle connection lost')));
 
       await relay.start(); // same port: the server is back
@@ -487,7 +492,9 @@ describe('postgresStore', () => {
           return false;
         }
       });
-      await store.commitOperation(key, token, commit);
+      // The retry of an applied commit finds the operation gone (the engine then reads the credential).
+      if (written === 0) await store.commitOperation(key, token, commit);
+      else await assert.rejects(store.commitOperation(key, token, commit), LeaseLostError);
       assert.deepEqual((await store.getCredential('c1'))?.values, { A: 'b' });
     } finally {
       if (locker !== undefined) {
