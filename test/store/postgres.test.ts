@@ -17,6 +17,7 @@ import { isTransientPostgresError, migratePostgres, postgresStore, type Postgres
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { storeContract, heldBy } from './contract.js';
+import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
 const T0 = 1_700_000_000_000;
@@ -66,6 +67,22 @@ storeContract(
         await store.close();
         await dropSchema(schema);
       },
+    };
+  },
+  { skip },
+);
+
+durableCases(
+  'postgres',
+  async () => {
+    const schema = newSchema();
+    return {
+      open: async (key) => {
+        const store = open({ schema, encryptionKey: key === 'key' ? KEY : false });
+        await store.ready();
+        return store;
+      },
+      cleanup: () => dropSchema(schema),
     };
   },
   { skip },
@@ -215,6 +232,76 @@ describe('postgresStore: options and errors (no server needed)', () => {
 });
 
 describe('postgresStore', () => {
+  pgIt('a signed PUT takes two statements on its success path: one claim, one commit (resource and credential alike)', async () => {
+    const schema = newSchema();
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+    const store = postgresStore({ pool, schema, encryptionKey: KEY, logger: false });
+    try {
+      await store.ready();
+      // Every statement the store sends through pool.query; a checkout for anything else (BEGIN …
+      // COMMIT on a client) shows as an 'acquire' without a statement.
+      const sent: string[] = [];
+      let acquired = 0;
+      pool.on('acquire', () => void (acquired += 1));
+      const poolQuery = pool.query.bind(pool);
+      pool.query = ((text: unknown, ...rest: unknown[]) => {
+        sent.push(String(text));
+        return (poolQuery as (...args: unknown[]) => unknown)(text, ...rest);
+      }) as typeof pool.query;
+
+      const r = heldBy(await store.claimOperation(claimInput({ requestId: 'sig-r1' })));
+      await store.commitOperation(r.key, r.token, {
+        mutation: { type: 'putResource', resource: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 1 }, message: 'Ready', createdAt: T0, updatedAt: T0 } },
+        replay: { requestId: 'sig-r1', answer: { status: 201, body: { message: 'Ready' } }, expiresAt: T0 + 600_000 },
+      });
+      assert.equal(sent.length, 2, `provision: ${sent.join(' | ')}`);
+      assert.equal(acquired, 2, 'no other connection checkout');
+      sent.length = 0;
+      const c = heldBy(
+        await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' }, parentId: 'r1', requestId: 'sig-c1' })),
+      );
+      await store.commitOperation(c.key, c.token, {
+        mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values: { URL: 'x' }, message: 'Ready', createdAt: T0 } },
+        replay: { requestId: 'sig-c1', answer: { status: 201, body: { credentials: { URL: 'x' } } }, expiresAt: T0 + 600_000 },
+      });
+      assert.equal(sent.length, 2, `credentials: ${sent.join(' | ')}`);
+      sent.length = 0;
+      assert.equal((await store.claimOperation(claimInput({ requestId: 'sig-c1' }))).outcome, 'replayed');
+      assert.equal(sent.length, 1, 'a replay is one statement');
+    } finally {
+      await store.close();
+      await pool.end();
+      await dropSchema(schema);
+    }
+  });
+
+  pgIt("a credential claim and its resource's deprovision claim on two instances never both win", async () => {
+    const schema = newSchema();
+    const a = open({ schema });
+    const b = open({ schema });
+    try {
+      await provision(a, 'r1');
+      // Each round races a credential PUT (instance A) against the resource's DELETE (instance B),
+      // then releases whatever was claimed.
+      for (let round = 0; round < 25; round++) {
+        const [credential, deletion] = await Promise.all([
+          a.claimOperation(claimInput({ key: `credential:c${round}`, kind: 'provisionCredentials', targetId: `c${round}`, request: { kind: 'provisionCredentials', resourceId: 'r1' }, parentId: 'r1', owner: 'a' })),
+          b.claimOperation(claimInput({ kind: 'deprovision', request: { kind: 'deprovision' }, owner: 'b' })),
+        ]);
+        const outcomes = [credential.outcome, deletion.outcome].sort();
+        assert.deepEqual(outcomes, ['blocked', 'claimed'], `round ${round}: ${credential.outcome} / ${deletion.outcome}`);
+        const blocked = credential.outcome === 'blocked' ? credential : deletion;
+        const winner = credential.outcome === 'claimed' ? credential : deletion;
+        assert.equal(heldBy(blocked).token, heldBy(winner).token, 'blocked names the holder');
+        await (winner === credential ? a : b).releaseOperation(heldBy(winner).key, heldBy(winner).token);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+      await dropSchema(schema);
+    }
+  });
+
   pgIt('migrates once, records versions, and is safe to run from several instances at once', async () => {
     const schema = newSchema();
     const reports = await Promise.all(Array.from({ length: 5 }, () => migratePostgres({ connectionString: DATABASE_URL!, schema, logger: false })));

@@ -11,6 +11,7 @@ import { SQLITE_MIGRATIONS } from '../../src/store/migrations/sqlite.js';
 import { isTransientSqliteError, sqliteStore, type SqliteStoreOptions } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { storeContract, heldBy } from './contract.js';
+import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
 const root = mkdtempSync(join(tmpdir(), 'em-sqlite-'));
@@ -23,6 +24,11 @@ const open = (path: string, extra: Partial<SqliteStoreOptions> = {}) => sqliteSt
 storeContract('sqlite', async () => {
   const store = open(freshPath());
   return { store, cleanup: () => store.close() };
+});
+
+durableCases('sqlite', async () => {
+  const path = freshPath();
+  return { open: async (key) => open(path, { encryptionKey: key === 'key' ? KEY : false }), cleanup: async () => undefined };
 });
 
 const T0 = 1_700_000_000_000;
