@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
 import type { Logger } from '../lib/logger.js';
+import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
 
 /**
  * The provider routes' HTTP edge: rendering answers and errors, and the one log line per request.
@@ -15,11 +16,16 @@ export function send(res: Response, answer: Answer): void {
 
 const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
 
-/** One line per request: route, id, status, reason code, latency, callback id. Never headers or bodies. */
-export function requestLog(logger: Logger): RequestHandler {
+/**
+ * One line per request: route, id, status, reason code, latency, callback id. Never headers or
+ * bodies. And one `request` event per answered request for metrics.
+ */
+export function requestLog(logger: Logger, instrumentation: Instrumentation = noInstrumentation): RequestHandler {
+  const measured = instrumentation !== noInstrumentation;
   return (req, res, next) => {
-    // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
-    if (!logger.isLevelEnabled('info')) {
+    const logged = logger.isLevelEnabled('info');
+    // With info off and no metrics nothing is recorded: no clock, no 'finish' listener, no closure per request.
+    if (!logged && !measured) {
       next();
       return;
     }
@@ -33,18 +39,29 @@ export function requestLog(logger: Logger): RequestHandler {
     const method = req.method;
     const callbackId = req.headers['x-callback-id'];
     res.on('finish', () => {
-      logger.info({
-        method,
-        route: path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id'),
-        id: match[1],
-        status: res.statusCode,
-        code: res.locals.errorCode as string | undefined,
-        latencyMs: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-        callbackId: typeof callbackId === 'string' ? callbackId : undefined,
-      }, 'marketplace request');
+      const route = routePattern(path);
+      const latencyMs = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
+      const code = res.locals.errorCode as string | undefined;
+      if (logged) {
+        logger.info({
+          method,
+          route,
+          id: match[1],
+          status: res.statusCode,
+          code,
+          latencyMs,
+          callbackId: typeof callbackId === 'string' ? callbackId : undefined,
+        }, 'marketplace request');
+      }
+      instrumentation.request({ route, method, status: res.statusCode, code: code ?? '', seconds: latencyMs / 1000 });
     });
     next();
   };
+}
+
+/** `/v1/resources/abc/measures` → `/v1/resources/:id/measures`: a label of few values. */
+function routePattern(path: string): string {
+  return path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id');
 }
 
 /** Renders every error as the interface's JSON `{message}`; unexpected ones as a bare 500. */

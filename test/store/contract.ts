@@ -24,6 +24,7 @@ import type {
   OperationRequest,
   ResourceRecord,
   ListingStore,
+  StoreDiagnostics,
 } from '../../src/store/types.js';
 
 export interface StoreUnderTest {
@@ -851,6 +852,252 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
         const expected: DeliveryRecord = { ...record, state: 'pending', attempts: 0, nextAttemptAt: T0 + 7, claimedBy: 'owner-a', claimExpiresAt: T0 + 7 + LEASE };
         assert.deepEqual(taken, expected);
         assert.deepEqual(await store.listDeliveries(), [expected]);
+      });
+    });
+  });
+}
+
+/** A store as the operation-table rules see it: the required contract plus any diagnostics. */
+type AnyStore = ListingStore & Partial<StoreDiagnostics>;
+
+const credentialClaim = (id: string, resourceId: string | undefined, overrides: Partial<ClaimInput> = {}): ClaimInput =>
+  claimInput({
+    key: `credential:${id}`,
+    targetId: id,
+    ...(resourceId === undefined
+      ? { kind: 'deprovisionCredentials', request: { kind: 'deprovisionCredentials' }, fingerprint: '["deprovisionCredentials"]' }
+      : { kind: 'provisionCredentials', request: { kind: 'provisionCredentials', resourceId }, fingerprint: `["provisionCredentials","${resourceId}"]`, parentId: resourceId }),
+    ...overrides,
+  });
+
+const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}): ClaimInput =>
+  claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, fingerprint: '["deprovision"]', ...overrides });
+
+async function pendingWith(store: AnyStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
+  const op = await claimed(store, input);
+  return store.markOperationPending(op.key, op.token, {
+    message: 'Working on it',
+    deadlineAt: T0 + 86_400_000,
+    ...(callback ? { callbackId: `cb-${op.targetId}`, callbackUrl: `https://connector.example/v1/callbacks/cb-${op.targetId}` } : {}),
+  });
+}
+
+/**
+ * The rules the operation table relies on (issue #11): the claim's snapshot, replay records, the
+ * parent/child exclusion and orphaned pending credential operations, and the optional diagnostics
+ * when the store has them. Part of the conformance suite; kept in its own function while the durable
+ * adapters catch up (each test file calls it next to `storeContract`).
+ */
+export function operationTableContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
+  const skip = options.skip ?? false;
+  function test(title: string, body: (store: AnyStore) => Promise<void>): void {
+    it(title, { skip }, async () => {
+      const { store, cleanup } = await makeStore();
+      try {
+        await body(store as AnyStore);
+      } finally {
+        await cleanup();
+      }
+    });
+  }
+
+  describe(`store contract, operation table: ${name}`, () => {
+    describe('claim snapshot', () => {
+      test('a resource claim reads the resource and its tombstone', async (store) => {
+        await putResource(store, resource('r1'));
+        const claim = await store.claimOperation(claimInput({ key: 'resource:r1', kind: 'changePlan', request: { kind: 'changePlan', plan: 'large' }, now: T0 + 1 }));
+        assert.equal(claim.outcome, 'claimed');
+        if (claim.outcome !== 'claimed') return;
+        assert.deepEqual(claim.snapshot, { resource: resource('r1'), resourceDeleted: false, credential: undefined, credentialDeleted: false, credentials: [] });
+
+        await deleteResource(store, 'r2', T0);
+        const gone = await store.claimOperation(claimInput({ key: 'resource:r2', targetId: 'r2', now: T0 + 1 }));
+        assert.equal(gone.outcome, 'claimed');
+        if (gone.outcome === 'claimed') assert.deepEqual(gone.snapshot, { resource: undefined, resourceDeleted: true, credential: undefined, credentialDeleted: false, credentials: [] });
+      });
+
+      test('a deprovision claim reads every credential set of the resource, oldest first', async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 2 }));
+        await putCredential(store, credential('c1', 'r1', { createdAt: T0 + 1 }));
+        await putResource(store, resource('other'));
+        await putCredential(store, credential('x1', 'other'));
+        const claim = await store.claimOperation(deprovisionClaim('r1', { now: T0 + 5 }));
+        assert.equal(claim.outcome, 'claimed');
+        if (claim.outcome === 'claimed') {
+          assert.deepEqual(claim.snapshot.resource, resource('r1'));
+          assert.deepEqual(claim.snapshot.credentials, [credential('c1', 'r1', { createdAt: T0 + 1 }), credential('c2', 'r1', { createdAt: T0 + 2 })]);
+        }
+      });
+
+      test('a credential PUT claim reads its parent (parentId) and the credential; a DELETE finds the parent from the stored credential', async (store) => {
+        await putResource(store, resource('r1'));
+        const put = await store.claimOperation(credentialClaim('c1', 'r1'));
+        assert.equal(put.outcome, 'claimed');
+        if (put.outcome !== 'claimed') return;
+        assert.deepEqual(put.snapshot, { resource: resource('r1'), resourceDeleted: false, credential: undefined, credentialDeleted: false, credentials: [] });
+        await store.commitOperation(put.operation.key, put.operation.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } });
+
+        const del = await store.claimOperation(credentialClaim('c1', undefined, { now: T0 + 1 }));
+        assert.equal(del.outcome, 'claimed');
+        if (del.outcome === 'claimed') {
+          assert.deepEqual(del.snapshot, { resource: resource('r1'), resourceDeleted: false, credential: credential('c1', 'r1'), credentialDeleted: false, credentials: [] });
+          await store.commitOperation(del.operation.key, del.operation.token, { mutation: { type: 'deleteCredential', id: 'c1', deletedAt: T0 + 1 } });
+        }
+        const again = await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + 2 }));
+        assert.equal(again.outcome, 'claimed');
+        if (again.outcome === 'claimed') assert.equal(again.snapshot.credentialDeleted, true);
+      });
+    });
+
+    describe('replay records', () => {
+      test('a committed replay record answers a claim with that request id, and nothing is claimed', async (store) => {
+        const op = await claimed(store, claimInput());
+        const answer = { status: 201, body: { message: 'Resource r1 is ready' } };
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1') }, replay: { requestId: 'sig-1', answer, expiresAt: T0 + 600_000 } });
+        assert.deepEqual(await store.claimOperation(claimInput({ requestId: 'sig-1', now: T0 + 1 })), { outcome: 'replayed', answer });
+        assert.equal(await store.getOperation('resource:r1'), undefined, 'a replay claims nothing');
+        assert.equal((await store.claimOperation(claimInput({ requestId: 'sig-2', now: T0 + 1 }))).outcome, 'claimed', 'another signature claims');
+      });
+
+      test('a replay record written with a 202 answers 202 again; records keep credential values', async (store) => {
+        const op = await claimed(store, credentialClaim('c1', 'r1'));
+        await store.markOperationPending(op.key, op.token, { message: 'Issuing', deadlineAt: T0 + 86_400_000, replay: { requestId: 'sig-p', answer: { status: 202, body: { message: 'Issuing' } }, expiresAt: T0 + 600_000 } });
+        assert.deepEqual(await store.claimOperation(credentialClaim('c1', 'r1', { requestId: 'sig-p', now: T0 + 1 })), { outcome: 'replayed', answer: { status: 202, body: { message: 'Issuing' } } });
+
+        const other = await claimed(store, claimInput({ key: 'resource:r9', targetId: 'r9' }));
+        const body = { message: 'Ready', credentials: { BONNETS_URL: 'https://u:p@bonnets.example' } };
+        await store.commitOperation(other.key, other.token, { mutation: { type: 'none' }, replay: { requestId: 'sig-c', answer: { status: 201, body }, expiresAt: T0 + 600_000 } });
+        const replayed = await store.claimOperation(claimInput({ key: 'resource:r9', targetId: 'r9', requestId: 'sig-c', now: T0 + 1 }));
+        assert.deepEqual(replayed, { outcome: 'replayed', answer: { status: 201, body } });
+      });
+
+      test('pruneReplays deletes records past their time and answers how many', async (store) => {
+        for (const [requestId, expiresAt] of [['old', T0 + 10], ['edge', T0 + 20], ['new', T0 + 30]] as const) {
+          const op = await claimed(store, claimInput({ key: `resource:${requestId}`, targetId: requestId }));
+          await store.commitOperation(op.key, op.token, { mutation: { type: 'none' }, replay: { requestId, answer: { status: 204 }, expiresAt } });
+        }
+        assert.equal(await store.pruneReplays(T0 + 20), 1);
+        assert.equal((await store.claimOperation(claimInput({ key: 'resource:old', targetId: 'old', requestId: 'old', now: T0 + 21 }))).outcome, 'claimed');
+        assert.equal((await store.claimOperation(claimInput({ key: 'resource:edge', targetId: 'edge', requestId: 'edge', now: T0 + 20 }))).outcome, 'replayed');
+        assert.equal(await store.pruneReplays(T0 + 31), 2);
+      });
+    });
+
+    describe('parent/child exclusion', () => {
+      test('a credential claim is blocked while its resource holds a live deprovision, running or pending', async (store) => {
+        await putResource(store, resource('r1'));
+        const deprovision = await claimed(store, deprovisionClaim('r1'));
+        const blocked = await store.claimOperation(credentialClaim('c1', 'r1'));
+        assert.equal(blocked.outcome, 'blocked');
+        assert.equal(heldBy(blocked).key, 'resource:r1');
+        assert.equal(await store.getOperation('credential:c1'), undefined, 'nothing claimed');
+
+        await store.markOperationPending(deprovision.key, deprovision.token, { message: 'Unravelling', deadlineAt: T0 + 86_400_000 });
+        assert.equal((await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + 1 }))).outcome, 'blocked');
+        assert.equal((await store.claimOperation(credentialClaim('c2', 'other', { now: T0 + 1 }))).outcome, 'claimed', 'other resources are free');
+      });
+
+      test('a credential DELETE is blocked through its stored credential; other resource operations do not block', async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        const change = await claimed(store, claimInput({ key: 'resource:r1', kind: 'changePlan', request: { kind: 'changePlan', plan: 'large' } }));
+        assert.equal((await store.claimOperation(credentialClaim('c1', undefined))).outcome, 'claimed', 'a plan change does not block credentials');
+        await store.releaseOperation('credential:c1', heldBy(await store.claimOperation(credentialClaim('c1', undefined))).token);
+        await store.releaseOperation(change.key, change.token);
+        await claimed(store, deprovisionClaim('r1', { now: T0 + 1 }));
+        assert.equal((await store.claimOperation(credentialClaim('c1', undefined, { now: T0 + 1 }))).outcome, 'blocked');
+      });
+
+      test('a deprovision claim is blocked while a credential operation of the resource runs, not while one is pending', async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        const running = await claimed(store, credentialClaim('c2', 'r1'));
+        const blocked = await store.claimOperation(deprovisionClaim('r1'));
+        assert.equal(blocked.outcome, 'blocked');
+        assert.equal(heldBy(blocked).key, 'credential:c2');
+        await store.releaseOperation(running.key, running.token);
+
+        const deleting = await claimed(store, credentialClaim('c1', undefined));
+        assert.equal((await store.claimOperation(deprovisionClaim('r1'))).outcome, 'blocked', 'a running credential DELETE blocks too');
+        await store.markOperationPending(deleting.key, deleting.token, { message: 'Revoking', deadlineAt: T0 + 86_400_000 });
+        assert.equal((await store.claimOperation(deprovisionClaim('r1'))).outcome, 'claimed', 'a pending one does not');
+      });
+
+      test('a lapsed holder blocks nothing', async (store) => {
+        await claimed(store, deprovisionClaim('r1'));
+        assert.equal((await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + LEASE + 1 }))).outcome, 'claimed');
+      });
+    });
+
+    describe('orphaned pending credential operations', () => {
+      test('deleting a resource removes its pending credential operations and enqueues an error callback for those with callback headers', async (store) => {
+        await putResource(store, resource('r1'));
+        await putCredential(store, credential('c1', 'r1'));
+        const withCallback = await pendingWith(store, credentialClaim('c2', 'r1'), true);
+        await pendingWith(store, credentialClaim('c1', undefined), false);
+        const elsewhere = await pendingWith(store, credentialClaim('c9', 'other'), true);
+
+        const op = await claimed(store, deprovisionClaim('r1', { now: T0 + 5 }));
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' });
+
+        assert.equal(await store.getOperation('credential:c2'), undefined);
+        assert.equal(await store.getOperation('credential:c1'), undefined);
+        assert.deepEqual(await store.getOperation('credential:c9'), elsewhere, 'other resources keep theirs');
+        const deliveries = await store.listDeliveries();
+        assert.equal(deliveries.length, 1);
+        const [sent] = deliveries;
+        assert.equal(sent!.callbackId, withCallback.callbackId);
+        assert.equal(sent!.url, withCallback.callbackUrl);
+        assert.deepEqual(sent!.payload, { state: 'error', message: 'The resource was deprovisioned' });
+        assert.equal(sent!.deadlineAt, withCallback.deadlineAt);
+        assert.equal(sent!.state, 'pending');
+        assert.equal(sent!.nextAttemptAt, T0 + 5);
+      });
+
+      test('a failed deleteResource commit leaves the pending credential operations alone', async (store) => {
+        await putResource(store, resource('r1'));
+        const pending = await pendingWith(store, credentialClaim('c2', 'r1'), true);
+        const op = await claimed(store, deprovisionClaim('r1', { now: T0 + 5 }));
+        await assert.rejects(store.commitOperation(op.key, 'not-the-token', { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' }), LeaseLostError);
+        assert.deepEqual(await store.getOperation('credential:c2'), pending);
+        assert.deepEqual(await store.listDeliveries(), []);
+      });
+    });
+
+    describe('diagnostics (optional methods)', () => {
+      test('delivery summaries, due-making, dropping and stats never carry payloads', async (store) => {
+        if (store.listDeliverySummaries === undefined) return;
+        await enqueue(store, delivery('d1', { createdAt: T0 }));
+        await enqueue(store, delivery('d2', { createdAt: T0 + 1 }));
+        const [taken] = await store.claimDeliveries({ owner: 'owner-a', now: T0 + 1, leaseMs: LEASE, limit: 1 });
+        await store.failDelivery(taken!.id, 'owner-a', 'rejected with status 409');
+
+        const summaries = await store.listDeliverySummaries();
+        assert.deepEqual(summaries.map((s) => [s.id, s.state]), [['d1', 'failed'], ['d2', 'pending']]);
+        for (const summary of summaries) assert.equal('payload' in summary, false);
+        assert.deepEqual((await store.listDeliverySummaries({ state: 'pending' })).map((s) => s.id), ['d2']);
+        assert.deepEqual((await store.listDeliverySummaries({ limit: 1 })).map((s) => s.id), ['d1']);
+        assert.equal((await store.getDeliverySummary!('d1'))?.lastError, 'rejected with status 409');
+        assert.equal(await store.getDeliverySummary!('nope'), undefined);
+        assert.deepEqual(await store.outboxStats!(), { pending: 1, failed: 1, oldestPendingCreatedAt: T0 + 1 });
+
+        assert.equal(await store.makeDeliveryDue!('d1', T0 + 50), true);
+        const due = await store.getDeliverySummary!('d1');
+        assert.deepEqual([due?.state, due?.nextAttemptAt, due?.claimedBy], ['pending', T0 + 50, undefined]);
+        assert.equal(await store.makeDeliveryDue!('nope', T0), false);
+        assert.equal(await store.dropDelivery!('d2'), true);
+        assert.equal(await store.dropDelivery!('d2'), false);
+        assert.deepEqual(await store.outboxStats!(), { pending: 1, failed: 0, oldestPendingCreatedAt: T0 });
+      });
+
+      test('pending operations are counted, and ping answers', async (store) => {
+        if (store.countPendingOperations === undefined) return;
+        assert.equal(await store.countPendingOperations(), 0);
+        await pendingWith(store, claimInput(), false);
+        await claimed(store, claimInput({ key: 'resource:r2', targetId: 'r2' }));
+        assert.equal(await store.countPendingOperations(), 1);
+        await store.ping!();
       });
     });
   });
