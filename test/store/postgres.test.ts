@@ -16,7 +16,7 @@ import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
 import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
-import { storeContract, heldBy } from './contract.js';
+import { heldBy, operationTableContract, storeContract } from './contract.js';
 import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
@@ -55,22 +55,20 @@ function open(extra: Partial<PostgresStoreOptions> & { schema: string }): Postgr
   return postgresStore({ connectionString: DATABASE_URL!, encryptionKey: KEY, logger: false, poolSize: 4, ...extra });
 }
 
-storeContract(
-  'postgres',
-  async () => {
-    const schema = newSchema();
-    const store = open({ schema });
-    await store.ready();
-    return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await dropSchema(schema);
-      },
-    };
-  },
-  { skip },
-);
+const makePostgres = async () => {
+  const schema = newSchema();
+  const store = open({ schema });
+  await store.ready();
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await dropSchema(schema);
+    },
+  };
+};
+storeContract('postgres', makePostgres, { skip });
+operationTableContract('postgres', makePostgres, { skip });
 
 durableCases(
   'postgres',

@@ -10,7 +10,7 @@ import { DecryptionError, generateEncryptionKey } from '../../src/store/crypto.j
 import { SQLITE_MIGRATIONS } from '../../src/store/migrations/sqlite.js';
 import { isTransientSqliteError, sqliteStore, type SqliteStoreOptions } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { storeContract, heldBy } from './contract.js';
+import { heldBy, operationTableContract, storeContract } from './contract.js';
 import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
@@ -21,10 +21,12 @@ let counter = 0;
 const freshPath = (): string => join(root, `store-${++counter}`, 'provider.db');
 const open = (path: string, extra: Partial<SqliteStoreOptions> = {}) => sqliteStore({ path, encryptionKey: KEY, logger: false, ...extra });
 
-storeContract('sqlite', async () => {
+const makeSqlite = async () => {
   const store = open(freshPath());
   return { store, cleanup: () => store.close() };
-});
+};
+storeContract('sqlite', makeSqlite);
+operationTableContract('sqlite', makeSqlite);
 
 durableCases('sqlite', async () => {
   const path = freshPath();
