@@ -11,7 +11,7 @@ import type { CredentialRecord } from '../../src/store/types.js';
 import { createFakeConnector, type FakeConnector, type FakeConnectorServer } from '../../src/testkit/fake-connector.js';
 import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/http.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
-import { deferred } from '../outbox/helpers.js';
+import { deferred, waitFor } from '../outbox/helpers.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
 import { postgresStore } from '../../src/store/postgres.js';
 
@@ -366,7 +366,8 @@ for (const { name, open, skip = false } of STORES) {
         const first = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.equal(first.status, 503);
         gate.open.resolve();
-        // The handler commits on its own; the retry finds the outcome (waiting for it if need be).
+        // The handler commits on its own; the retry then finds the outcome.
+        await waitFor(async () => (await h.store.getResource(id)) !== undefined, 'the handler to commit');
         const retried = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.deepEqual([retried.status, retried.body], [201, { message: 'Your small bonnet is ready' }]);
         assert.equal(h.calls.provision, 1);
