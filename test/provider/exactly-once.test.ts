@@ -1,11 +1,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import express from 'express';
+import pg from 'pg';
 import { accepted, marketplaceRouter, memoryStore, NotFoundError, type MarketplaceRouterOptions, type ProviderHandlers, type Store } from '../../src/index.js';
 import type { CredentialRecord } from '../../src/store/types.js';
 import { createFakeConnector, type FakeConnector, type FakeConnectorServer } from '../../src/testkit/fake-connector.js';
 import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/http.js';
-import { deferred } from '../outbox/helpers.js';
+import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { deferred, waitFor } from '../outbox/helpers.js';
+import { sqliteStore } from '../../src/store/sqlite.js';
+import { postgresStore } from '../../src/store/postgres.js';
 
 /**
  * Exactly-once through the public API (issue #11): replayed signed requests, a resource's deletion
@@ -13,9 +21,34 @@ import { deferred } from '../outbox/helpers.js';
  * handed over to the callback at the wait limit. Concurrent steps are ordered by latches, never by
  * sleeps. Each case runs on every store below: adding a store is one line.
  */
-const STORES: { name: string; open: () => Promise<{ store: Store; cleanup: () => Promise<void> }> }[] = [
+const KEY = Buffer.alloc(32, 7).toString('base64');
+const pgSkip = await postgresSkipReason();
+const STORES: { name: string; skip?: string | false; open: () => Promise<{ store: Store; cleanup: () => Promise<void> }> }[] = [
   { name: 'memory', open: async () => ({ store: memoryStore(), cleanup: async () => undefined }) },
+  { name: 'sqlite', open: async () => openSqlite() },
+  { name: 'postgres', skip: pgSkip, open: async () => openPostgres() },
 ];
+
+async function openSqlite() {
+  const dir = mkdtempSync(join(tmpdir(), 'em-exactly-once-'));
+  const store = sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: KEY, logger: false });
+  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A store in its own schema, dropped after (the router closes the store). */
+async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
+  const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
+  const cleanup = async () => {
+    const admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    try {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await admin.end();
+    }
+  };
+  return { store, schema, cleanup };
+}
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
 let seq = 0;
@@ -91,8 +124,8 @@ function recordingHandlers() {
   return { handlers, calls, gate, behaviour };
 }
 
-for (const { name, open } of STORES) {
-  describe(`exactly once (${name} store)`, () => {
+for (const { name, open, skip = false } of STORES) {
+  describe(`exactly once (${name} store)`, { skip }, () => {
     let fake: FakeConnector;
     let fakeServer: FakeConnectorServer;
     before(async () => {
@@ -332,7 +365,8 @@ for (const { name, open } of STORES) {
         const first = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.equal(first.status, 503);
         gate.open.resolve();
-        // The handler commits on its own; the retry finds the outcome (waiting for it if need be).
+        // The handler commits on its own; the retry then finds the outcome.
+        await waitFor(async () => (await h.store.getResource(id)) !== undefined, 'the handler to commit');
         const retried = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.deepEqual([retried.status, retried.body], [201, { message: 'Your small bonnet is ready' }]);
         assert.equal(h.calls.provision, 1);
@@ -342,3 +376,78 @@ for (const { name, open } of STORES) {
     });
   });
 }
+
+describe('exactly once across two instances on one PostgreSQL schema', { skip: pgSkip }, () => {
+  /** Two routers (two "processes") over one database, signed by one marketplace. */
+  async function pair() {
+    const first = await openPostgres();
+    const second = await openPostgres(first.schema);
+    const client = marketplaceClient();
+    const instances = [first, second].map((opened) => {
+      const watched = observed(opened.store);
+      const recording = recordingHandlers();
+      const router = marketplaceRouter({ handlers: recording.handlers, store: watched.store, masterKey: client.masterPublicKey, logger: false });
+      const app = express();
+      app.use(router);
+      return { ...recording, router, blocked: watched.blocked, app };
+    });
+    const targets = await Promise.all(instances.map((i) => listen(i.app)));
+    const [a, b] = instances.map((instance, n) => ({
+      ...instance,
+      send: (method: string, path: string, body?: unknown) => client.send(targets[n]!, method, path, body),
+    }));
+    return {
+      a: a!,
+      b: b!,
+      store: first.store,
+      close: async () => {
+        for (const target of targets) await target.close();
+        for (const instance of instances) await instance.router.close();
+        await first.cleanup();
+      },
+    };
+  }
+
+  it('a credential PUT on one instance waits for the DELETE running on the other, then answers 404', async () => {
+    const p = await pair();
+    try {
+      const id = newId();
+      assert.equal((await p.a.send('PUT', `/v1/resources/${id}`, provisionBody(id))).status, 201);
+      const gate = p.a.gate('deprovision');
+      const deleting = p.a.send('DELETE', `/v1/resources/${id}`);
+      await gate.entered.promise;
+      const credentialId = newId('c');
+      const blocked = p.b.blocked();
+      const credential = p.b.send('PUT', `/v1/credentials/${credentialId}`, { id: credentialId, resource_id: id });
+      await blocked;
+      gate.open.resolve();
+      assert.equal((await deleting).status, 204);
+      assert.equal((await credential).status, 404);
+      assert.equal(p.b.calls.provisionCredentials, 0);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('a DELETE on one instance waits for the credential PUT running on the other and deprovisions it too', async () => {
+    const p = await pair();
+    try {
+      const id = newId();
+      assert.equal((await p.a.send('PUT', `/v1/resources/${id}`, provisionBody(id))).status, 201);
+      const gate = p.a.gate('provisionCredentials');
+      const credentialId = newId('c');
+      const credential = p.a.send('PUT', `/v1/credentials/${credentialId}`, { id: credentialId, resource_id: id });
+      await gate.entered.promise;
+      const blocked = p.b.blocked();
+      const deleting = p.b.send('DELETE', `/v1/resources/${id}`);
+      await blocked;
+      gate.open.resolve();
+      assert.equal((await credential).status, 201);
+      assert.equal((await deleting).status, 204);
+      assert.deepEqual(p.b.calls.deprovision.map((list) => list.map((c) => c.id)), [[credentialId]]);
+      assert.equal(await p.store.getCredential(credentialId), undefined);
+    } finally {
+      await p.close();
+    }
+  });
+});

@@ -24,7 +24,6 @@ import type {
   OperationRequest,
   ResourceRecord,
   ListingStore,
-  StoreDiagnostics,
 } from '../../src/store/types.js';
 
 export interface StoreUnderTest {
@@ -149,20 +148,24 @@ async function enqueue(store: ListingStore, record: NewDelivery): Promise<void> 
 const ids = (records: readonly { id: string }[]): string[] => records.map((r) => r.id);
 const sortedIds = (records: readonly { id: string }[]): string[] => ids(records).sort();
 
-/** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
-export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
-  // Skipped test by test (not only the suite) so that the runner's summary counts them as skipped.
+/** One test of a suite on a fresh store, skipped test by test (so the runner's summary counts them as skipped). */
+function suiteTest(makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions) {
   const skip = options.skip ?? false;
-  function test(title: string, body: (store: ListingStore) => Promise<void>): void {
+  return (title: string, body: (store: ListingStore) => Promise<void>): void => {
     it(title, { skip }, async () => {
       const { store, cleanup } = await makeStore();
       try {
-        await body(store);
+        await body(store as ListingStore);
       } finally {
         await cleanup();
       }
     });
-  }
+  };
+}
+
+/** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
+export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
+  const test = suiteTest(makeStore, options);
 
   describe(`store contract: ${name}`, () => {
     describe('reads', () => {
@@ -857,9 +860,6 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
   });
 }
 
-/** A store as the operation-table rules see it: the required contract plus any diagnostics. */
-type AnyStore = ListingStore & Partial<StoreDiagnostics>;
-
 const credentialClaim = (id: string, resourceId: string | undefined, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({
     key: `credential:${id}`,
@@ -873,7 +873,7 @@ const credentialClaim = (id: string, resourceId: string | undefined, overrides: 
 const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, fingerprint: '["deprovision"]', ...overrides });
 
-async function pendingWith(store: AnyStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
+async function pendingWith(store: ListingStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
   const op = await claimed(store, input);
   return store.markOperationPending(op.key, op.token, {
     message: 'Working on it',
@@ -889,17 +889,7 @@ async function pendingWith(store: AnyStore, input: ClaimInput, callback: boolean
  * adapters catch up (each test file calls it next to `storeContract`).
  */
 export function operationTableContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
-  const skip = options.skip ?? false;
-  function test(title: string, body: (store: AnyStore) => Promise<void>): void {
-    it(title, { skip }, async () => {
-      const { store, cleanup } = await makeStore();
-      try {
-        await body(store as AnyStore);
-      } finally {
-        await cleanup();
-      }
-    });
-  }
+  const test = suiteTest(makeStore, options);
 
   describe(`store contract, operation table: ${name}`, () => {
     describe('claim snapshot', () => {
