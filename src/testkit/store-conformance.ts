@@ -33,7 +33,6 @@ import type {
   OperationRequest,
   ResourceRecord,
   ListingStore,
-  StoreDiagnostics,
 } from '../store/types.js';
 
 export interface StoreUnderTest {
@@ -175,21 +174,25 @@ async function enqueue(store: ListingStore, record: NewDelivery): Promise<void> 
 const ids = (records: readonly { id: string }[]): string[] => records.map((r) => r.id);
 const sortedIds = (records: readonly { id: string }[]): string[] => ids(records).sort();
 
-/** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
-export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): void {
-  const { describe, it } = options;
-  // Skipped test by test (not only the suite) so that the runner's summary counts them as skipped.
+/** One test of a suite on a fresh store, skipped test by test (so the runner's summary counts them as skipped). */
+function suiteTest(makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions) {
   const skip = options.skip ?? false;
-  function test(title: string, body: (store: ListingStore) => Promise<void>): void {
-    it(title, { skip }, async () => {
+  return (title: string, body: (store: ListingStore) => Promise<void>): void => {
+    options.it(title, { skip }, async () => {
       const { store, cleanup } = await makeStore();
       try {
-        await body(store);
+        await body(store as ListingStore);
       } finally {
         await cleanup();
       }
     });
-  }
+  };
+}
+
+/** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
+export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): void {
+  const { describe } = options;
+  const test = suiteTest(makeStore, options);
 
   describe(`store contract: ${name}`, () => {
     describe('reads', () => {
@@ -884,9 +887,6 @@ export function storeContract(name: string, makeStore: () => Promise<StoreUnderT
   });
 }
 
-/** A store as the operation-table rules see it: the required contract plus any diagnostics. */
-type AnyStore = ListingStore & Partial<StoreDiagnostics>;
-
 const credentialClaim = (id: string, resourceId: string | undefined, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({
     key: `credential:${id}`,
@@ -900,7 +900,7 @@ const credentialClaim = (id: string, resourceId: string | undefined, overrides: 
 const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, fingerprint: '["deprovision"]', ...overrides });
 
-async function pendingWith(store: AnyStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
+async function pendingWith(store: ListingStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
   const op = await claimed(store, input);
   return store.markOperationPending(op.key, op.token, {
     message: 'Working on it',
@@ -912,22 +912,12 @@ async function pendingWith(store: AnyStore, input: ClaimInput, callback: boolean
 /**
  * The rules the operation table relies on (issue #11): the claim's snapshot, replay records, the
  * parent/child exclusion and orphaned pending credential operations, and the optional diagnostics
- * when the store has them. Part of the conformance suite; kept in its own function while the durable
- * adapters catch up (each test file calls it next to `storeContract`).
+ * when the store has them. Part of the conformance suite: {@link storeConformance} runs it after
+ * {@link storeContract}.
  */
 export function operationTableContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): void {
-  const { describe, it } = options;
-  const skip = options.skip ?? false;
-  function test(title: string, body: (store: AnyStore) => Promise<void>): void {
-    it(title, { skip }, async () => {
-      const { store, cleanup } = await makeStore();
-      try {
-        await body(store as AnyStore);
-      } finally {
-        await cleanup();
-      }
-    });
-  }
+  const { describe } = options;
+  const test = suiteTest(makeStore, options);
 
   describe(`store contract, operation table: ${name}`, () => {
     describe('claim snapshot', () => {

@@ -1,11 +1,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import express from 'express';
+import pg from 'pg';
 import { accepted, marketplaceRouter, memoryStore, NotFoundError, type MarketplaceRouterOptions, type ProviderHandlers, type Store } from '../../src/index.js';
 import type { CredentialRecord } from '../../src/store/types.js';
 import { createFakeConnector, type FakeConnector, type FakeConnectorServer } from '../../src/testkit/fake-connector.js';
 import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/http.js';
-import { deferred } from '../outbox/helpers.js';
+import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { deferred, waitFor } from '../outbox/helpers.js';
+import { sqliteStore } from '../../src/store/sqlite.js';
+import { postgresStore } from '../../src/store/postgres.js';
 
 /**
  * Exactly-once through the public API (issue #11): replayed signed requests, a resource's deletion
@@ -13,9 +21,35 @@ import { deferred } from '../outbox/helpers.js';
  * handed over to the callback at the wait limit. Concurrent steps are ordered by latches, never by
  * sleeps. Each case runs on every store below: adding a store is one line.
  */
-const STORES: { name: string; open: () => Promise<{ store: Store; cleanup: () => Promise<void> }> }[] = [
+const KEY = Buffer.alloc(32, 7).toString('base64');
+const pgSkip = await postgresSkipReason();
+const STORES: { name: string; skip?: string | false; open: () => Promise<{ store: Store; cleanup: () => Promise<void> }> }[] = [
   { name: 'memory', open: async () => ({ store: memoryStore(), cleanup: async () => undefined }) },
+  { name: 'sqlite', open: async () => openSqlite() },
+  { name: 'postgres', skip: pgSkip, open: async () => openPostgres() },
 ];
+
+async function openSqlite() {
+  const dir = mkdtempSync(join(tmpdir(), 'em-exactly-once-'));
+  const store = sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: KEY, logger: false });
+  return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A store in its own schema, dropped after (the router closes the store). */
+async function openPostgres() {
+  const schema = `em_test_${randomBytes(6).toString('hex')}`;
+  const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
+  const cleanup = async () => {
+    const admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    try {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await admin.end();
+    }
+  };
+  return { store, cleanup };
+}
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
 let seq = 0;
@@ -91,8 +125,8 @@ function recordingHandlers() {
   return { handlers, calls, gate, behaviour };
 }
 
-for (const { name, open } of STORES) {
-  describe(`exactly once (${name} store)`, () => {
+for (const { name, open, skip = false } of STORES) {
+  describe(`exactly once (${name} store)`, { skip }, () => {
     let fake: FakeConnector;
     let fakeServer: FakeConnectorServer;
     before(async () => {
@@ -332,7 +366,8 @@ for (const { name, open } of STORES) {
         const first = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.equal(first.status, 503);
         gate.open.resolve();
-        // The handler commits on its own; the retry finds the outcome (waiting for it if need be).
+        // The handler commits on its own; the retry then finds the outcome.
+        await waitFor(async () => (await h.store.getResource(id)) !== undefined, 'the handler to commit');
         const retried = await h.send('PUT', `/v1/resources/${id}`, provisionBody(id));
         assert.deepEqual([retried.status, retried.body], [201, { message: 'Your small bonnet is ready' }]);
         assert.equal(h.calls.provision, 1);
