@@ -273,7 +273,10 @@ export async function migratePostgres(options: PostgresConnectionOptions): Promi
  * guarded by a unique key or a row lock, never a read followed by a write.
  *
  * - Migrations run on start (unless `migrate: false`) under an advisory lock; see {@link migratePostgres}.
- * - Credential values and callback payloads are sealed with AES-256-GCM under `encryptionKey`.
+ * - A claim and a commit are one statement each (functions of migration 3); a credential claim and
+ *   its resource's deprovision claim serialize on an advisory lock of the resource id.
+ * - Credential values, callback payloads and recorded answers are sealed with AES-256-GCM under
+ *   `encryptionKey`; `encryptionKey: false` opens the schema for diagnostics only.
  * - An unreachable or failing server rejects with ServiceUnavailableError (503); nothing partial is
  *   left (each write is one transaction) and the pool reconnects on its own for the next request.
  * - The factory returns at once; `ready()` tells when the schema is in place.

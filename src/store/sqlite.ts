@@ -121,8 +121,10 @@ function migrate(db: BetterSqlite3.Database, migrations: readonly Migration[], l
  * Credential values and callback payloads are sealed with AES-256-GCM under `encryptionKey`.
  *
  * - WAL journal with `synchronous = FULL`: every commit is on disk before the marketplace is answered,
- *   so a power cut cannot lose a provisioned resource the marketplace was told about. WAL makes that
- *   one fsync per transaction, and writes here are rare (provisioning requests, usage batches).
+ *   so a power cut cannot lose a provisioned resource the marketplace was told about. Group commit:
+ *   writes of the same tick share one transaction and one fsync, each in its own savepoint; claims
+ *   and outbox bookkeeping, whose loss is harmless, ask for no flush of their own.
+ * - `encryptionKey: false` opens the file for diagnostics only (secrets stay sealed and unreadable).
  * - Versioned migrations in `schema_migrations`, applied in one transaction on open.
  * - Single instance: on open, `running` operations left by a crashed predecessor are expired at once
  *   (their process is gone), so a retry takes them over without waiting for the lease. Two processes
