@@ -166,6 +166,24 @@ describe('operation engine', () => {
     assert.equal((await s.store.getResource('r1'))?.plan, 'small');
   });
 
+  it('keeps each replay record for replayTtlMs and prunes expired ones at most once a minute', async () => {
+    const s = setup();
+    const commits: (number | undefined)[] = [];
+    const prunes: number[] = [];
+    const commit = s.store.commitOperation.bind(s.store);
+    s.store.commitOperation = async (key, token, input) => (commits.push(input.replay?.expiresAt), commit(key, token, input));
+    const prune = s.store.pruneReplays.bind(s.store);
+    s.store.pruneReplays = async (now) => (prunes.push(now), prune(now));
+
+    await s.provision('r1', 'small', { requestId: 'sig-1' });
+    await s.provision('r2', 'small', { requestId: 'sig-2' });
+    assert.deepEqual(commits, [s.clock.now() + 600_000, s.clock.now() + 600_000]);
+    assert.deepEqual(prunes, [s.clock.now()], 'one prune within the minute');
+    await s.clock.advance(60_000);
+    await s.provision('r3', 'small', { requestId: 'sig-3' });
+    assert.equal(prunes.length, 2);
+  });
+
   it('answers an identical repeat of a request id with the state\'s answer when that needs no work', async () => {
     const s = setup();
     await s.provision('r1');

@@ -36,8 +36,7 @@ async function openSqlite() {
 }
 
 /** A store in its own schema, dropped after (the router closes the store). */
-async function openPostgres() {
-  const schema = `em_test_${randomBytes(6).toString('hex')}`;
+async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
   const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
   const cleanup = async () => {
     const admin = new pg.Client({ connectionString: DATABASE_URL });
@@ -48,7 +47,7 @@ async function openPostgres() {
       await admin.end();
     }
   };
-  return { store, cleanup };
+  return { store, schema, cleanup };
 }
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
@@ -377,3 +376,78 @@ for (const { name, open, skip = false } of STORES) {
     });
   });
 }
+
+describe('exactly once across two instances on one PostgreSQL schema', { skip: pgSkip }, () => {
+  /** Two routers (two "processes") over one database, signed by one marketplace. */
+  async function pair() {
+    const first = await openPostgres();
+    const second = await openPostgres(first.schema);
+    const client = marketplaceClient();
+    const instances = [first, second].map((opened) => {
+      const watched = observed(opened.store);
+      const recording = recordingHandlers();
+      const router = marketplaceRouter({ handlers: recording.handlers, store: watched.store, masterKey: client.masterPublicKey, logger: false });
+      const app = express();
+      app.use(router);
+      return { ...recording, router, blocked: watched.blocked, app };
+    });
+    const targets = await Promise.all(instances.map((i) => listen(i.app)));
+    const [a, b] = instances.map((instance, n) => ({
+      ...instance,
+      send: (method: string, path: string, body?: unknown) => client.send(targets[n]!, method, path, body),
+    }));
+    return {
+      a: a!,
+      b: b!,
+      store: first.store,
+      close: async () => {
+        for (const target of targets) await target.close();
+        for (const instance of instances) await instance.router.close();
+        await first.cleanup();
+      },
+    };
+  }
+
+  it('a credential PUT on one instance waits for the DELETE running on the other, then answers 404', async () => {
+    const p = await pair();
+    try {
+      const id = newId();
+      assert.equal((await p.a.send('PUT', `/v1/resources/${id}`, provisionBody(id))).status, 201);
+      const gate = p.a.gate('deprovision');
+      const deleting = p.a.send('DELETE', `/v1/resources/${id}`);
+      await gate.entered.promise;
+      const credentialId = newId('c');
+      const blocked = p.b.blocked();
+      const credential = p.b.send('PUT', `/v1/credentials/${credentialId}`, { id: credentialId, resource_id: id });
+      await blocked;
+      gate.open.resolve();
+      assert.equal((await deleting).status, 204);
+      assert.equal((await credential).status, 404);
+      assert.equal(p.b.calls.provisionCredentials, 0);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('a DELETE on one instance waits for the credential PUT running on the other and deprovisions it too', async () => {
+    const p = await pair();
+    try {
+      const id = newId();
+      assert.equal((await p.a.send('PUT', `/v1/resources/${id}`, provisionBody(id))).status, 201);
+      const gate = p.a.gate('provisionCredentials');
+      const credentialId = newId('c');
+      const credential = p.a.send('PUT', `/v1/credentials/${credentialId}`, { id: credentialId, resource_id: id });
+      await gate.entered.promise;
+      const blocked = p.b.blocked();
+      const deleting = p.b.send('DELETE', `/v1/resources/${id}`);
+      await blocked;
+      gate.open.resolve();
+      assert.equal((await credential).status, 201);
+      assert.equal((await deleting).status, 204);
+      assert.deepEqual(p.b.calls.deprovision.map((list) => list.map((c) => c.id)), [[credentialId]]);
+      assert.equal(await p.store.getCredential(credentialId), undefined);
+    } finally {
+      await p.close();
+    }
+  });
+});
