@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import { InvalidOptionsError, LeaseLostError, MarketplaceError, NotFoundError, ServiceUnavailableError } from '../errors.js';
@@ -273,7 +274,10 @@ export async function migratePostgres(options: PostgresConnectionOptions): Promi
  * guarded by a unique key or a row lock, never a read followed by a write.
  *
  * - Migrations run on start (unless `migrate: false`) under an advisory lock; see {@link migratePostgres}.
- * - Credential values and callback payloads are sealed with AES-256-GCM under `encryptionKey`.
+ * - A claim and a commit are one statement each (functions of migration 3); a credential claim and
+ *   its resource's deprovision claim serialize on an advisory lock of the resource id.
+ * - Credential values, callback payloads and recorded answers are sealed with AES-256-GCM under
+ *   `encryptionKey`; `encryptionKey: false` opens the schema for diagnostics only.
  * - An unreachable or failing server rejects with ServiceUnavailableError (503); nothing partial is
  *   left (each write is one transaction) and the pool reconnects on its own for the next request.
  * - The factory returns at once; `ready()` tells when the schema is in place.
@@ -340,10 +344,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     logger.error({ err: error }, `${FACTORY}: start-up failed; retrying on the next call`);
   });
 
-  async function query<R extends object = QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+  async function query<R extends object = QueryResultRow>(statement: string | { name: string; text: string }, values: unknown[]): Promise<R[]> {
     await ready();
     try {
-      return (await pool.query(text, values)).rows as R[];
+      const config = typeof statement === 'string' ? { text: statement, values } : { ...statement, values };
+      return (await pool.query<R & QueryResultRow>(config)).rows;
     } catch (error) {
       throw mapError(error);
     }
@@ -371,11 +376,14 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
           replay.answer.body === undefined ? null : cipher.seal(replay.answer.body, `replay:${replay.requestId}`),
         ];
 
+  // The two statements of every request are prepared once per connection (named), so the server
+  // parses and plans them once; the name carries the schema, as two stores may share a pool.
+  const statementPrefix = `em_${createHash('sha256').update(schema).digest('hex').slice(0, 12)}_`;
   // One statement: the function of migration 3 applies every rule of ClaimResult in one transaction.
   const claimSql = `SELECT ${t('claim_operation')}($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11) AS result`;
   async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
     const values = claimValues(input, input.key.startsWith('credential:') ? input.parentId : undefined);
-    const [row] = await query<{ result: ClaimRow }>(claimSql, [
+    const [row] = await query<{ result: ClaimRow }>({ name: `${statementPrefix}claim`, text: claimSql }, [
       values.key, values.kind, values.targetId, values.fingerprint, values.token, values.owner,
       values.leaseExpiresAt, values.request, values.now, values.parentId ?? null, input.requestId ?? null,
     ]);
@@ -427,7 +435,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         mutationJson = { ...mutation };
     }
     const [replayJson, replaySealed] = sealReplay(commit.replay);
-    const [row] = await query<{ result: string }>(commitSql, [
+    const [row] = await query<{ result: string }>({ name: `${statementPrefix}commit`, text: commitSql }, [
       key,
       token,
       JSON.stringify(mutationJson),

@@ -243,7 +243,7 @@ describe('postgresStore', () => {
       pool.on('acquire', () => void (acquired += 1));
       const poolQuery = pool.query.bind(pool);
       pool.query = ((text: unknown, ...rest: unknown[]) => {
-        sent.push(String(text));
+        sent.push(typeof text === 'string' ? text : (text as { text: string }).text);
         return (poolQuery as (...args: unknown[]) => unknown)(text, ...rest);
       }) as typeof pool.query;
 

@@ -43,6 +43,20 @@ describe('groupCommit', () => {
     db.close();
   });
 
+  it('flushes a group to disk when one of its writes needs it, and only then', async () => {
+    const db = database();
+    const commits: [number, boolean][] = [];
+    const group = groupCommit(db, (error) => error, { onCommit: (writes, flushed) => commits.push([writes, flushed]) });
+    // The setting the COMMIT will use, as seen from inside the transaction: 2 = FULL, 1 = NORMAL.
+    const synchronous = () => db.pragma('synchronous', { simple: true }) as number;
+    const light = await Promise.all([group.write(synchronous, false), group.write(synchronous, false)]);
+    const mixed = await Promise.all([group.write(synchronous, false), group.write(synchronous)]);
+    assert.deepEqual(light, [1, 1], 'claims alone: no flush of their own');
+    assert.deepEqual(mixed, [2, 2], 'one durable write: the whole group is flushed');
+    assert.deepEqual(commits, [[2, false], [2, true]]);
+    db.close();
+  });
+
   it('settles every promise only after the commit', async () => {
     const db = database();
     let committed = false;

@@ -138,6 +138,9 @@ BEGIN
       RETURN json_build_object('outcome', 'replayed', 'replay', row_to_json(v_replay));
     END IF;
   END IF;
+  -- A claim lost in a server crash is harmless (nothing was done under it that a retry does not
+  -- redo), so its commit does not wait for the WAL flush; the commit of the outcome does.
+  PERFORM set_config('synchronous_commit', 'off', true);
   IF v_child AND v_parent IS NULL THEN
     SELECT resource_id INTO v_parent FROM credentials WHERE id = p_target_id;
   END IF;
