@@ -239,7 +239,7 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
   function logFailure(err: unknown, context: Record<string, unknown>): void {
     if (isMarketplaceError(err)) {
       const upstreamStatus = err instanceof ConnectorError ? err.upstreamStatus : undefined;
-      logger.warn({ ...context, errorCode: err.code, upstreamStatus }, err.message);
+      logger.warn({ ...context, code: err.code, upstreamStatus }, err.message);
     } else {
       logger.error({ ...context, err }, 'unexpected failure calling the marketplace connector');
     }

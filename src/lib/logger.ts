@@ -23,8 +23,14 @@ export const REDACT_PATHS: readonly string[] = [
   'refresh_token',
   'client_secret',
   'clientSecret',
-  'code',
   'sessionId',
+  // SSO and OAuth authorization codes, by where they travel: query strings and form fields. A bare
+  // `code` is the error code, which operators need, so it is never redacted.
+  'query.code',
+  'req.query.code',
+  'form.code',
+  'body.code',
+  'req.body.code',
   '*.token',
   '*.access_token',
   '*.refresh_token',
@@ -38,7 +44,13 @@ export const REDACT_PATHS: readonly string[] = [
  */
 export function createLogger(option: Logger | false | undefined, bindings: Record<string, unknown> = {}): Logger {
   if (option === false) return pino({ level: 'silent' });
-  if (option !== undefined) return Object.keys(bindings).length > 0 ? option.child(bindings) : option;
+  if (option !== undefined) {
+    // pino writes a key bound twice twice in every line ("component" from the router and again
+    // from the signature middleware it mounts): the outer binding wins, the inner one is dropped.
+    const bound = option.bindings();
+    const fresh = Object.entries(bindings).filter(([key]) => !Object.hasOwn(bound, key));
+    return fresh.length > 0 ? option.child(Object.fromEntries(fresh)) : option;
+  }
   const options: LoggerOptions = {
     level: process.env.LOG_LEVEL ?? 'info',
     redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
@@ -50,4 +62,22 @@ export function createLogger(option: Logger | false | undefined, bindings: Recor
 /** A logger with the package's redaction rules that writes to `stream`: for host apps and tests. */
 export function createRedactingLogger(stream: NodeJS.WritableStream | { write(line: string): void }, level = 'info'): Logger {
   return pino({ level, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, stream as NodeJS.WritableStream);
+}
+
+/** Longest attacker-controlled text (path ids, header values) written into a log field. */
+export const MAX_LOGGED_TEXT = 80;
+
+/**
+ * Attacker-controlled text for a log field: cut to {@link MAX_LOGGED_TEXT} characters with the
+ * original length noted, so an unsigned request cannot write kilobyte-long lines.
+ *
+ * @example
+ * ```ts
+ * logger.info({ id: truncateForLog(req.params.id) }, 'refused');
+ * ```
+ */
+export function truncateForLog(value: unknown, max = MAX_LOGGED_TEXT): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : String(value);
+  return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} chars)`;
 }

@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
-import type { Logger } from '../lib/logger.js';
+import { truncateForLog, type Logger } from '../lib/logger.js';
 
 /**
  * The provider routes' HTTP edge: rendering answers and errors, and the one log line per request.
@@ -13,9 +13,21 @@ export function send(res: Response, answer: Answer): void {
   else res.status(answer.status).json(answer.body);
 }
 
-const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
+const OUR_PATH = /^\/v1\/(resources|credentials|sso)(?:\/([^/?]+)(\/measures)?)?/;
 
-/** One line per request: route, id, status, reason code, latency, callback id. Never headers or bodies. */
+/**
+ * The id pino-http (or any request-id middleware) gave the request, so the library's lines join the
+ * app's own. pino-http sets `req.id`; a number or string is kept, anything else ignored.
+ */
+export function requestIdOf(req: Request): string | undefined {
+  const id = (req as Request & { id?: unknown }).id;
+  return typeof id === 'string' || typeof id === 'number' ? truncateForLog(String(id)) : undefined;
+}
+
+/**
+ * One line per request: route pattern, id, status, reason code, latency, callback id, request id.
+ * Never headers or bodies; the id and callback id come from the caller, so they are truncated.
+ */
 export function requestLog(logger: Logger): RequestHandler {
   return (req, res, next) => {
     // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
@@ -23,8 +35,7 @@ export function requestLog(logger: Logger): RequestHandler {
       next();
       return;
     }
-    const path = req.path;
-    const match = OUR_PATH.exec(path);
+    const match = OUR_PATH.exec(req.path);
     if (match === null) {
       next();
       return;
@@ -35,12 +46,13 @@ export function requestLog(logger: Logger): RequestHandler {
     res.on('finish', () => {
       logger.info({
         method,
-        route: path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id'),
-        id: match[1],
+        route: `/v1/${match[1]!}${match[2] === undefined ? '' : '/:id'}${match[3] ?? ''}`,
+        id: truncateForLog(match[2]),
         status: res.statusCode,
         code: res.locals.errorCode as string | undefined,
         latencyMs: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-        callbackId: typeof callbackId === 'string' ? callbackId : undefined,
+        callbackId: truncateForLog(callbackId),
+        reqId: requestIdOf(req),
       }, 'marketplace request');
     });
     next();

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import { BadRequestError, InvalidOptionsError, NotFoundError, safeMessage, SignatureError } from '../errors.js';
 import { OperationEngine, type OperationSpec } from '../idempotency/engine.js';
-import { errorResponder, requestLog, send } from './http.js';
+import { errorResponder, requestIdOf, requestLog, send } from './http.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { memoryStore } from '../store/memory.js';
 import { operationKey, type Mutation, type NewDelivery, type OperationRecord, type Store } from '../store/types.js';
@@ -59,10 +59,16 @@ export interface MarketplaceRouterOptions {
   masterKey?: string;
   /** Date tolerance for signed requests. Default 300 000 ms (5 minutes); 0 means exact. */
   toleranceMs?: number;
-  /** Host value the marketplace signs, when a proxy rewrites Host. */
-  publicHost?: string;
+  /**
+   * The Host (or Hosts) the marketplace addresses, e.g. `api.example.com`: signatures made for any
+   * other Host are refused, and behind a proxy that rewrites Host the listed one is verified.
+   * Unset, the received Host is trusted (a warning is logged at start-up; SECURITY.md).
+   */
+  publicHost?: string | readonly string[];
   /** Largest accepted body in bytes. Default 1 MiB; larger answers 413. */
   bodyLimit?: number;
+  /** Longest wait for a whole request body, in ms; slower senders get 408. Default 10 000. */
+  bodyTimeoutMs?: number;
   /** Enables long-running operations (callbacks) and single sign-on. */
   connector?: ConnectorOptions;
   /** Mounts `GET /v1/sso`. Needs `connector`. */
@@ -105,7 +111,7 @@ export interface MarketplaceRouter extends Router {
 }
 
 const KNOWN_OPTIONS = [
-  'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'connector', 'sso',
+  'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'bodyTimeoutMs', 'connector', 'sso',
   'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics',
 ] as const;
 const HANDLER_NAMES = ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials'] as const;
@@ -168,6 +174,17 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     await completeOperation({ store, now, logger, outbox }, target, completion);
   }
 
+  // A request with an id (pino-http's req.id) gets a child logger bound to it; the handler context
+  // finds the id again through that logger, which is what the operation specs carry.
+  const requestIds = new WeakMap<Logger, string>();
+  function loggerFor(req: Request): Logger {
+    const id = requestIdOf(req);
+    if (id === undefined) return logger;
+    const child = logger.child({ reqId: id });
+    requestIds.set(child, id);
+    return child;
+  }
+
   const deps: OperationDeps = {
     store,
     handlers,
@@ -176,6 +193,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     // Built only when a handler runs, so replays and refusals pay nothing for it.
     context: (target, callbackId, requestLogger): HandlerContext => ({
       callbackId,
+      requestId: requestIds.get(requestLogger),
       logger: requestLogger.child({ entity: target.entity, id: target.id, ...(callbackId === undefined ? {} : { callbackId }) }),
       complete: (completion) => complete(target, completion),
     }),
@@ -220,8 +238,10 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     ...(options.toleranceMs === undefined ? {} : { toleranceMs: options.toleranceMs }),
     ...(options.publicHost === undefined ? {} : { publicHost: options.publicHost }),
     ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
+    ...(options.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: options.bodyTimeoutMs }),
     now: () => new Date(now()),
     logger,
+    instrumentation,
   }) as RequestHandler);
 
   router.put('/v1/resources/:id', async (req, res) => {
@@ -231,7 +251,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const features = cleanFeatures(body.features);
     await checkOffer('provision', id, body.product, body.plan, body.region, features);
     const callback = callbackHeaders(req);
-    await run(res, provisionSpec(deps, { id, product: body.product, plan: body.plan, region: body.region, features, body: req.body as Record<string, unknown> }, callback, logger));
+    await run(res, provisionSpec(deps, { id, product: body.product, plan: body.plan, region: body.region, features, body: req.body as Record<string, unknown> }, callback, loggerFor(req)));
   });
 
   router.patch('/v1/resources/:id', async (req, res) => {
@@ -240,12 +260,12 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const features = body.features === undefined ? undefined : cleanFeatures(body.features);
     const callback = callbackHeaders(req);
     const checkPlan = (resource: { product: string; region: string }) => checkOffer('changePlan', id, resource.product, body.plan, resource.region, features);
-    await run(res, changePlanSpec(deps, { id, plan: body.plan, features, checkPlan }, callback, logger));
+    await run(res, changePlanSpec(deps, { id, plan: body.plan, features, checkPlan }, callback, loggerFor(req)));
   });
 
   router.delete('/v1/resources/:id', async (req, res) => {
     const id = validatePathId(req.params.id);
-    await run(res, deprovisionSpec(deps, id, callbackHeaders(req), logger));
+    await run(res, deprovisionSpec(deps, id, callbackHeaders(req), loggerFor(req)));
   });
 
   router.get('/v1/resources/:id/measures', async (req, res) => {
@@ -257,12 +277,12 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     const id = validatePathId(req.params.id);
     const body = validateCredential(req.body);
     if (body.id !== id) throw new BadRequestError('Body id does not match the id in the path', 'ERR_ID_MISMATCH');
-    await run(res, provisionCredentialsSpec(deps, { id, resourceId: body.resource_id }, callbackHeaders(req), logger));
+    await run(res, provisionCredentialsSpec(deps, { id, resourceId: body.resource_id }, callbackHeaders(req), loggerFor(req)));
   });
 
   router.delete('/v1/credentials/:id', async (req, res) => {
     const id = validatePathId(req.params.id);
-    await run(res, deprovisionCredentialsSpec(deps, id, callbackHeaders(req), logger));
+    await run(res, deprovisionCredentialsSpec(deps, id, callbackHeaders(req), loggerFor(req)));
   });
 
   // Our paths with a method we do not serve: a JSON 405 rather than falling through to the host app.

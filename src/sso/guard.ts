@@ -45,7 +45,7 @@ export function requireMarketplaceSession(options: RequireMarketplaceSessionOpti
   return function marketplaceSessionGuard(req: Request, res: Response, next: NextFunction): void {
     const session = sessionOf(req);
     if (session === undefined) {
-      logger.error({ errorCode: 'ERR_SSO_SESSION_MISSING' }, `requireMarketplaceSession: ${SESSION_HOWTO}`);
+      logger.error({ code: 'ERR_SSO_SESSION_MISSING' }, `requireMarketplaceSession: ${SESSION_HOWTO}`);
       res.status(500).json({ message: 'Sessions are not configured on this provider' });
       return;
     }

@@ -80,7 +80,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
   /** Maps a connector failure to the user's answer; the log line names the cause, never the code or token. */
   function connectorFailure(res: Response, err: unknown, step: 'exchange' | 'resource check', resourceId: string): void {
     if (err instanceof ConnectorError) {
-      const context = { resourceId, step, errorCode: err.code, upstreamStatus: err.upstreamStatus };
+      const context = { resourceId, step, code: err.code, upstreamStatus: err.upstreamStatus };
       if (err.code === 'ERR_CONNECTOR_INVALID_GRANT') {
         logger.info(context, 'single sign-on refused: invalid, expired or reused code');
         answer(res, 401, MESSAGES.invalidGrant);
@@ -111,7 +111,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
     }
     const session = sessionOf(req);
     if (session === undefined) {
-      logger.error({ errorCode: 'ERR_SSO_SESSION_MISSING' }, `single sign-on: ${SESSION_HOWTO}`);
+      logger.error({ code: 'ERR_SSO_SESSION_MISSING' }, `single sign-on: ${SESSION_HOWTO}`);
       answer(res, 500, MESSAGES.notConfigured);
       return;
     }
