@@ -11,7 +11,7 @@ import { verifySignature } from '../signature/index.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
 import { createOutbox, type Outbox, type OutboxOptions } from '../outbox/index.js';
-import { ssoHandler } from '../sso/index.js';
+import { ssoHandler, type SsoFailureHook } from '../sso/index.js';
 import { resolveInstrumentation, type MetricsOptions } from '../observability/index.js';
 import { answerMeasures } from './measures.js';
 import {
@@ -38,12 +38,16 @@ export interface ConnectorOptions {
   allowedCallbackOrigins?: readonly string[];
   /** Per-request timeout for connector calls. Default 10 s. */
   timeoutMs?: number;
+  /** The connector's callback route before the callback id. Default `/v1/callbacks/`. */
+  callbackPathPrefix?: string;
 }
 
 /** Single sign-on options (`GET /v1/sso`); needs `connector` and express-session mounted before the router. */
 export interface SsoOptions {
   /** Where a signed-in user lands. Default `/dashboard/<resource id>`. */
   dashboardUrl?: (resourceId: string) => string;
+  /** Answers a failed sign-in yourself (e.g. redirect to your own page); see `ssoHandler`'s `onError`. */
+  onError?: SsoFailureHook;
 }
 
 export interface MarketplaceRouterOptions {
@@ -220,7 +224,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     }
     // Without a connector no callback is ever sent, so the URL is never dereferenced.
     if (callbackUrl !== undefined && connector !== undefined) {
-      const verdict = connector.checkCallbackUrl(callbackUrl);
+      const verdict = connector.checkCallbackUrl(callbackUrl, callbackId);
       if (!verdict.allowed) throw new BadRequestError(verdict.reason, 'ERR_CALLBACK_URL_REFUSED');
     }
     if (callbackId !== undefined && !/^[A-Za-z0-9]{1,64}$/.test(callbackId)) throw new BadRequestError('Invalid X-Callback-ID', 'ERR_VALIDATION');
@@ -295,7 +299,16 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   if (options.sso !== undefined && options.sso !== false) {
     if (connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
     const sso = options.sso === true ? {} : options.sso;
-    router.get('/v1/sso', ssoHandler({ connector, logger, now, ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }) }));
+    router.get('/v1/sso', ssoHandler({
+      connector, logger, now,
+      ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }),
+      ...(sso.onError === undefined ? {} : { onError: sso.onError }),
+    }));
+  } else {
+    // A browser sent here by the marketplace gets a JSON reason, not the host app's HTML 404.
+    router.get('/v1/sso', () => {
+      throw new NotFoundError('Single sign-on is not configured on this provider (marketplaceRouter options "sso" and "connector")');
+    });
   }
 
   router.use(['/v1/resources', '/v1/credentials', '/v1/sso'], errorResponder(logger));
@@ -313,15 +326,29 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
 
 function buildConnector(options: ConnectorOptions, logger: Logger): ConnectorClient {
   const raw = asOptionsObject(`${FACTORY} connector`, options);
-  rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs']);
-  return createConnectorClient({
-    connectorUrl: options.url,
-    clientId: options.clientId,
-    clientSecret: options.clientSecret,
-    logger,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
-  });
+  rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs', 'callbackPathPrefix']);
+  try {
+    return createConnectorClient({
+      connectorUrl: options.url,
+      clientId: options.clientId,
+      clientSecret: options.clientSecret,
+      logger,
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+      ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
+      ...(options.callbackPathPrefix === undefined ? {} : { callbackPathPrefix: options.callbackPathPrefix }),
+    });
+  } catch (error) {
+    if (!(error instanceof InvalidOptionsError)) throw error;
+    // Name the options as the user wrote them (connector.url, not connectorUrl), and do not
+    // suggest client options this router does not take.
+    const message = error.message
+      .replace(/^createConnectorClient: /, `${FACTORY}: `)
+      .replace(/"connectorUrl"/g, '"connector.url"')
+      .replace(/option "(clientId|clientSecret|timeoutMs|allowedCallbackOrigins|callbackPathPrefix)"/g, 'option "connector.$1"')
+      .replace(/ \(plain http is accepted for loopback hosts, or with allowInsecureHttp: true\)/, ' (plain http is accepted for loopback hosts)')
+      .replace(/; pass clientId and clientSecret instead/, '; pass connector.clientId and connector.clientSecret instead');
+    throw new InvalidOptionsError(message);
+  }
 }
 
 /** Applies a completion: entity change, operation removal and the callback, in one store commit. */
