@@ -1,4 +1,4 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
 import { truncateForLog, type Logger } from '../lib/logger.js';
@@ -83,4 +83,30 @@ function clientError(error: unknown): MarketplaceError | undefined {
   const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
   return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
+}
+
+const ROUTE_METHODS = ['get', 'put', 'patch', 'delete', 'all', 'use'] as const;
+
+/**
+ * Express 5 passes a handler's rejected promise to the error handlers; Express 4 ignores it, so
+ * the request hangs and Node ends the process on the unhandled rejection. Wrapping every handler
+ * registered on `router` gives both majors the Express 5 behaviour. Error handlers (four
+ * parameters) are left as they are.
+ */
+export function catchRejections<T extends Router>(router: T): T {
+  for (const method of ROUTE_METHODS) {
+    const register = (router[method] as (...args: unknown[]) => unknown).bind(router);
+    (router as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => register(...args.map(settleToNext));
+  }
+  return router;
+}
+
+function settleToNext(arg: unknown): unknown {
+  if (typeof arg !== 'function' || arg.length === 4) return arg;
+  const handler = arg as (req: Request, res: Response, next: NextFunction) => unknown;
+  // Returns nothing, so Express 5 does not also see the promise and call next twice.
+  return function settled(req: Request, res: Response, next: NextFunction): void {
+    const result = handler(req, res, next);
+    if (typeof (result as Promise<unknown> | undefined)?.then === 'function') (result as Promise<unknown>).then(undefined, next);
+  };
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import { BadRequestError, InvalidOptionsError, NotFoundError, safeMessage, SignatureError } from '../errors.js';
 import { OperationEngine, type OperationSpec } from '../idempotency/engine.js';
-import { errorResponder, requestIdOf, requestLog, send } from './http.js';
+import { catchRejections, errorResponder, requestIdOf, requestLog, send } from './http.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { memoryStore } from '../store/memory.js';
 import { operationKey, type Mutation, type NewDelivery, type OperationRecord, type Store } from '../store/types.js';
@@ -235,7 +235,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     send(res, await engine.execute(spec));
   }
 
-  const router = express.Router() as MarketplaceRouter;
+  const router = catchRejections(express.Router()) as MarketplaceRouter;
   router.use(requestLog(logger));
   router.use(['/v1/resources', '/v1/credentials'], verifySignature({
     ...(options.masterKey === undefined ? {} : { masterKey: options.masterKey }),
