@@ -38,8 +38,8 @@ async function runMode(name: string, asyncMode: boolean): Promise<AcceptanceRepo
     STORE: `sqlite:${join(dir, `demo-${name}.db`)}`,
     MASTER_PUBLIC_KEY: master.publicKey,
     CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`,
-    CLIENT_ID: clientId,
-    CLIENT_SECRET: clientSecret,
+    CONNECTOR_CLIENT_ID: clientId,
+    CONNECTOR_CLIENT_SECRET: clientSecret,
     LOG_LEVEL: 'error',
     ...(asyncMode ? { EXAMPLE_ASYNC: '1' } : {}),
   });

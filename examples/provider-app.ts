@@ -42,13 +42,19 @@ export interface ExampleEnv {
   STORE?: string;
   STORE_ENCRYPTION_KEY?: string;
   CONNECTOR_URL?: string;
-  CLIENT_ID?: string;
-  CLIENT_SECRET?: string;
+  CONNECTOR_CLIENT_ID?: string;
+  CONNECTOR_CLIENT_SECRET?: string;
   SESSION_SECRET?: string;
   /** `1`: answer 202 to every operation and complete it through the callback about a second later. */
   EXAMPLE_ASYNC?: string;
   /** Milliseconds the async mode waits before completing. Default 800. */
   EXAMPLE_ASYNC_DELAY_MS?: string;
+  /**
+   * Usage the measures route answers for every resource and period, as a JSON map of feature to
+   * integer (`{"bonnet-hours":12}`), e.g. to satisfy grafton's `--resource-measures`. Default: a
+   * deterministic figure per resource and period (`exampleUsage`).
+   */
+  EXAMPLE_MEASURES?: string;
   /** Test knobs: see the file header. */
   STORE_SCHEMA?: string;
   STORE_BUSY_TIMEOUT_MS?: string;
@@ -81,6 +87,22 @@ export function exampleUsage(resourceId: string, periodStart: Date, periodEnd: D
   const digest = createHash('sha256').update(`${resourceId}|${periodStart.toISOString()}|${periodEnd.toISOString()}`).digest();
   const hours = Math.max(1, Math.round((periodEnd.getTime() - periodStart.getTime()) / 3_600_000));
   return { 'bonnet-hours': hours, 'storage-gb': digest.readUInt16BE(0) % 500, requests: digest.readUInt32BE(2) % 100_000 };
+}
+
+/** EXAMPLE_MEASURES as a feature → integer map; anything else stops the start with a clear message. */
+export function parseExampleMeasures(text: string | undefined): Record<string, number> | undefined {
+  if (text === undefined || text === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Error('EXAMPLE_MEASURES must be a JSON object of feature to integer, such as {"bonnet-hours":12}');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)
+    || !Object.values(value).every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) {
+    throw new Error('EXAMPLE_MEASURES must be a JSON object of feature to non-negative integer, such as {"bonnet-hours":12}');
+  }
+  return { ...(value as Record<string, number>) };
 }
 
 /** A test knob in milliseconds: undefined when unset; anything but a positive integer stops the start. */
@@ -150,6 +172,7 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
     return { BONNETS_URL: `https://${user}:${password}@bonnets.example/${resourceId}` };
   };
 
+  const fixedMeasures = parseExampleMeasures(env.EXAMPLE_MEASURES);
   const handlers: ProviderHandlers = {
     async provision({ id, plan }, context) {
       count('provision', id);
@@ -179,16 +202,16 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
       return later(context, () => ({ state: 'done', message: 'Credentials revoked' }), 'Revoking credentials') ?? 'Credentials revoked';
     },
     measures({ resource, periodStart, periodEnd }) {
-      return exampleUsage(resource.id, periodStart, periodEnd);
+      return fixedMeasures ?? exampleUsage(resource.id, periodStart, periodEnd);
     },
   };
 
   const connectorTimeoutMs = knobMs(env, 'CONNECTOR_TIMEOUT_MS');
   const connector = env.CONNECTOR_URL === undefined
     ? undefined
-    : { url: env.CONNECTOR_URL, clientId: env.CLIENT_ID ?? '', clientSecret: env.CLIENT_SECRET ?? '', ...(connectorTimeoutMs === undefined ? {} : { timeoutMs: connectorTimeoutMs }) };
+    : { url: env.CONNECTOR_URL, clientId: env.CONNECTOR_CLIENT_ID ?? '', clientSecret: env.CONNECTOR_CLIENT_SECRET ?? '', ...(connectorTimeoutMs === undefined ? {} : { timeoutMs: connectorTimeoutMs }) };
   if (connector !== undefined && (connector.clientId === '' || connector.clientSecret === '')) {
-    throw new Error('CONNECTOR_URL is set: CLIENT_ID and CLIENT_SECRET are required too');
+    throw new Error('CONNECTOR_URL is set: CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET are required too');
   }
 
   const leaseMs = knobMs(env, 'EXAMPLE_LEASE_MS');

@@ -118,7 +118,7 @@ function withHint(error: SignatureError, hint: SignatureHint): SignatureError {
  * @throws {InvalidOptionsError} at construction for an unknown option, a bad key or a negative tolerance.
  * @example
  * ```ts
- * const verifier = createVerifier({ masterKey: process.env.MARKETPLACE_MASTER_KEY });
+ * const verifier = createVerifier({ masterKey: process.env.MASTER_PUBLIC_KEY });
  * const { livePublicKey } = await verifier.verify({ method: 'PUT', url: '/v1/resources/abc', headers, body });
  * ```
  */

@@ -24,7 +24,7 @@ export interface SimulatorOptions {
   region?: string;
   /** Rotation strategy: `multiple` swaps (new set first), `single` replaces. Default `multiple`. */
   credential?: 'single' | 'multiple';
-  /** The provider's connector client (CLIENT_ID/CLIENT_SECRET). */
+  /** The provider's connector client (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET). */
   clientId: string;
   clientSecret: string;
   /** Port of the fake connector on 127.0.0.1 (the provider's CONNECTOR_URL). Default 0: any free port. */
