@@ -140,8 +140,9 @@ async function openSessionStore(spec: string): Promise<session.Store> {
   return new session.MemoryStore();
 }
 
-export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv): Promise<ProviderApp> {
-  const logger = createLogger(undefined, { app: 'example-provider' });
+export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger } = {}): Promise<ProviderApp> {
+  // The demo passes a logger writing to a file, so that no JSON line lands inside its report.
+  const logger = options.logger ?? createLogger(undefined, { app: 'example-provider' });
   if (env.LOG_LEVEL !== undefined) logger.level = env.LOG_LEVEL;
   const storeSpec = env.STORE ?? 'sqlite:./data/example.db';
   if (env.STORE_ENCRYPTION_KEY === undefined && storeSpec !== 'memory') logger.warn('STORE_ENCRYPTION_KEY not set: using the example development key; never do this in production');
