@@ -121,7 +121,7 @@ async function openStore(spec: string, encryptionKey: string, logger: Logger, en
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const { sqliteStore } = await import('../src/store/sqlite.js');
     const busyTimeoutMs = knobMs(env, 'STORE_BUSY_TIMEOUT_MS');
-    return sqliteStore({ path, encryptionKey, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
+    return sqliteStore({ path, encryptionKey, logger, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
   }
   if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
     const { postgresStore } = await import('../src/store/postgres.js');
