@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, symbols, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -44,19 +44,35 @@ export const REDACT_PATHS: readonly string[] = [
  */
 export function createLogger(option: Logger | false | undefined, bindings: Record<string, unknown> = {}): Logger {
   if (option === false) return pino({ level: 'silent' });
-  if (option !== undefined) {
-    // pino writes a key bound twice twice in every line ("component" from the router and again
-    // from the signature middleware it mounts): the outer binding wins, the inner one is dropped.
-    const bound = option.bindings();
-    const fresh = Object.entries(bindings).filter(([key]) => !Object.hasOwn(bound, key));
-    return fresh.length > 0 ? option.child(Object.fromEntries(fresh)) : option;
-  }
+  if (option !== undefined) return Object.keys(bindings).length > 0 ? rebind(option, bindings) : option;
   const options: LoggerOptions = {
     level: process.env.LOG_LEVEL ?? 'info',
     redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
     base: { lib: 'embedded-marketplace', ...bindings },
   };
   return pino(options);
+}
+
+/**
+ * `logger.child(bindings)`, except that a key the parent already binds is replaced rather than
+ * repeated: pino appends bindings, so "component" bound by the router and again by the signature
+ * middleware it mounts would appear twice in every line. The inner (more specific) value stays.
+ */
+function rebind(parent: Logger, bindings: Record<string, unknown>): Logger {
+  const bound = parent.bindings();
+  const child = parent.child(bindings);
+  const repeated = Object.keys(bindings).filter((key) => Object.hasOwn(bound, key));
+  if (repeated.length === 0) return child;
+  const holder = child as unknown as Record<symbol, unknown>;
+  let text = holder[symbols.chindingsSym] as string;
+  for (const key of repeated) {
+    // The parent's occurrence comes first; drop it, keep the child's.
+    const earlier = `,${JSON.stringify(key)}:${JSON.stringify(bound[key])}`;
+    const at = text.indexOf(earlier);
+    if (at !== -1) text = text.slice(0, at) + text.slice(at + earlier.length);
+  }
+  holder[symbols.chindingsSym] = text;
+  return child;
 }
 
 /** A logger with the package's redaction rules that writes to `stream`: for host apps and tests. */

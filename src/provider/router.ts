@@ -306,7 +306,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     }));
   } else {
     // A browser sent here by the marketplace gets a JSON reason, not the host app's HTML 404.
-    router.get('/v1/sso', () => {
+    router.all('/v1/sso', () => {
       throw new NotFoundError('Single sign-on is not configured on this provider (marketplaceRouter options "sso" and "connector")');
     });
   }
