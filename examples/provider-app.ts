@@ -42,13 +42,19 @@ export interface ExampleEnv {
   STORE?: string;
   STORE_ENCRYPTION_KEY?: string;
   CONNECTOR_URL?: string;
-  CLIENT_ID?: string;
-  CLIENT_SECRET?: string;
+  CONNECTOR_CLIENT_ID?: string;
+  CONNECTOR_CLIENT_SECRET?: string;
   SESSION_SECRET?: string;
   /** `1`: answer 202 to every operation and complete it through the callback about a second later. */
   EXAMPLE_ASYNC?: string;
   /** Milliseconds the async mode waits before completing. Default 800. */
   EXAMPLE_ASYNC_DELAY_MS?: string;
+  /**
+   * Usage the measures route answers for every resource and period, as a JSON map of feature to
+   * integer (`{"bonnet-hours":12}`), e.g. to satisfy grafton's `--resource-measures`. Default: a
+   * deterministic figure per resource and period (`exampleUsage`).
+   */
+  EXAMPLE_MEASURES?: string;
   /** Test knobs: see the file header. */
   STORE_SCHEMA?: string;
   STORE_BUSY_TIMEOUT_MS?: string;
@@ -83,6 +89,22 @@ export function exampleUsage(resourceId: string, periodStart: Date, periodEnd: D
   return { 'bonnet-hours': hours, 'storage-gb': digest.readUInt16BE(0) % 500, requests: digest.readUInt32BE(2) % 100_000 };
 }
 
+/** EXAMPLE_MEASURES as a feature → integer map; anything else stops the start with a clear message. */
+export function parseExampleMeasures(text: string | undefined): Record<string, number> | undefined {
+  if (text === undefined || text === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Error('EXAMPLE_MEASURES must be a JSON object of feature to integer, such as {"bonnet-hours":12}');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)
+    || !Object.values(value).every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) {
+    throw new Error('EXAMPLE_MEASURES must be a JSON object of feature to non-negative integer, such as {"bonnet-hours":12}');
+  }
+  return { ...(value as Record<string, number>) };
+}
+
 /** A test knob in milliseconds: undefined when unset; anything but a positive integer stops the start. */
 function knobMs(env: ExampleEnv, name: keyof ExampleEnv): number | undefined {
   const text = env[name];
@@ -99,7 +121,7 @@ async function openStore(spec: string, encryptionKey: string, logger: Logger, en
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     const { sqliteStore } = await import('../src/store/sqlite.js');
     const busyTimeoutMs = knobMs(env, 'STORE_BUSY_TIMEOUT_MS');
-    return sqliteStore({ path, encryptionKey, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
+    return sqliteStore({ path, encryptionKey, logger, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
   }
   if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
     const { postgresStore } = await import('../src/store/postgres.js');
@@ -118,8 +140,9 @@ async function openSessionStore(spec: string): Promise<session.Store> {
   return new session.MemoryStore();
 }
 
-export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv): Promise<ProviderApp> {
-  const logger = createLogger(undefined, { app: 'example-provider' });
+export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger } = {}): Promise<ProviderApp> {
+  // The demo passes a logger writing to a file, so that no JSON line lands inside its report.
+  const logger = options.logger ?? createLogger(undefined, { app: 'example-provider' });
   if (env.LOG_LEVEL !== undefined) logger.level = env.LOG_LEVEL;
   const storeSpec = env.STORE ?? 'sqlite:./data/example.db';
   if (env.STORE_ENCRYPTION_KEY === undefined && storeSpec !== 'memory') logger.warn('STORE_ENCRYPTION_KEY not set: using the example development key; never do this in production');
@@ -150,6 +173,7 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
     return { BONNETS_URL: `https://${user}:${password}@bonnets.example/${resourceId}` };
   };
 
+  const fixedMeasures = parseExampleMeasures(env.EXAMPLE_MEASURES);
   const handlers: ProviderHandlers = {
     async provision({ id, plan }, context) {
       count('provision', id);
@@ -179,16 +203,16 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
       return later(context, () => ({ state: 'done', message: 'Credentials revoked' }), 'Revoking credentials') ?? 'Credentials revoked';
     },
     measures({ resource, periodStart, periodEnd }) {
-      return exampleUsage(resource.id, periodStart, periodEnd);
+      return fixedMeasures ?? exampleUsage(resource.id, periodStart, periodEnd);
     },
   };
 
   const connectorTimeoutMs = knobMs(env, 'CONNECTOR_TIMEOUT_MS');
   const connector = env.CONNECTOR_URL === undefined
     ? undefined
-    : { url: env.CONNECTOR_URL, clientId: env.CLIENT_ID ?? '', clientSecret: env.CLIENT_SECRET ?? '', ...(connectorTimeoutMs === undefined ? {} : { timeoutMs: connectorTimeoutMs }) };
+    : { url: env.CONNECTOR_URL, clientId: env.CONNECTOR_CLIENT_ID ?? '', clientSecret: env.CONNECTOR_CLIENT_SECRET ?? '', ...(connectorTimeoutMs === undefined ? {} : { timeoutMs: connectorTimeoutMs }) };
   if (connector !== undefined && (connector.clientId === '' || connector.clientSecret === '')) {
-    throw new Error('CONNECTOR_URL is set: CLIENT_ID and CLIENT_SECRET are required too');
+    throw new Error('CONNECTOR_URL is set: CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET are required too');
   }
 
   const leaseMs = knobMs(env, 'EXAMPLE_LEASE_MS');

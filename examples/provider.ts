@@ -2,7 +2,7 @@
  * Starts the example provider: `npm run example`. Listens on 127.0.0.1:$PORT (default 4567; `0`
  * lets the OS choose, and the "listening on" line names the port it chose).
  * Environment: MASTER_PUBLIC_KEY, STORE (memory | sqlite:<path> | postgres://…), STORE_ENCRYPTION_KEY,
- * CONNECTOR_URL, CLIENT_ID, CLIENT_SECRET, SESSION_SECRET, EXAMPLE_ASYNC=1, and the test knobs listed
+ * CONNECTOR_URL, CONNECTOR_CLIENT_ID, CONNECTOR_CLIENT_SECRET, SESSION_SECRET, EXAMPLE_ASYNC=1, and the test knobs listed
  * in provider-app.ts.
  */
 import { createProviderApp } from './provider-app.js';

@@ -36,6 +36,8 @@ export type ErrorCode =
   | 'ERR_ID_MISMATCH'
   | 'ERR_CALLBACK_URL_REFUSED'
   | 'ERR_BODY_TOO_LARGE'
+  /** 408: the body did not arrive within the body timeout (a slow or stalled sender). */
+  | 'ERR_BODY_TIMEOUT'
   | 'ERR_UNSUPPORTED_MEDIA_TYPE'
   | 'ERR_UNAUTHORIZED'
   | 'ERR_FORBIDDEN'
@@ -139,6 +141,13 @@ export class ConflictError extends MarketplaceError {
 export class PayloadTooLargeError extends MarketplaceError {
   constructor(message = 'Request body is too large', options?: MarketplaceErrorOptions) {
     super(413, 'ERR_BODY_TOO_LARGE', message, options);
+  }
+}
+
+/** 408: the body did not arrive in time; the connection is closed after the answer. */
+export class RequestTimeoutError extends MarketplaceError {
+  constructor(message = 'Request body was not received in time', options?: MarketplaceErrorOptions) {
+    super(408, 'ERR_BODY_TIMEOUT', message, options);
   }
 }
 

@@ -18,17 +18,31 @@ export interface CallbackUrlPolicyOptions {
   allowedOrigins?: readonly string[];
   /** Accept a plain-http connector URL on a non-loopback host (a private network behind TLS termination). */
   allowInsecureHttp?: boolean;
+  /**
+   * The path of the connector's callback route before the callback id. Default `/v1/callbacks/`:
+   * a callback for X-Callback-ID `abc` may only go to `<allowed origin>/v1/callbacks/abc`.
+   */
+  callbackPathPrefix?: string;
 }
+
+/** The connector's callback route (interface: `PUT {connector_url}/v1/callbacks/{callback_id}`). */
+export const DEFAULT_CALLBACK_PATH_PREFIX = '/v1/callbacks/';
+// One path segment, never a dot-segment or a percent-escape (the router itself allows only [A-Za-z0-9]).
+const CALLBACK_ID = /^[A-Za-z0-9][A-Za-z0-9_~-]{0,127}$/;
+const PATH_PREFIX = /^\/(?:(?!\.\.?\/)[A-Za-z0-9._~-]+\/)*$/;
 
 /** The answer of {@link CallbackUrlPolicy.check}: the parsed URL, or a reason safe to send in a 400 message. */
 export type CallbackUrlVerdict = { allowed: true; url: URL } | { allowed: false; reason: string };
 
 /** Decides whether an X-Callback-URL may receive a callback. */
 export interface CallbackUrlPolicy {
-  /** Parses and checks `url`; the reason never echoes the URL. */
-  check(url: unknown): CallbackUrlVerdict;
-  /** Shorthand for `check(url).allowed`. */
-  isAllowed(url: unknown): boolean;
+  /**
+   * Parses and checks `url`; the reason never echoes the URL. With `callbackId` the path must be
+   * exactly the callback route for that id; without, the callback route for some valid id.
+   */
+  check(url: unknown, callbackId?: string): CallbackUrlVerdict;
+  /** Shorthand for `check(url, callbackId).allowed`. */
+  isAllowed(url: unknown, callbackId?: string): boolean;
   /** The allowed origins, normalized (`https://host[:port]`). */
   readonly origins: readonly string[];
 }
@@ -36,7 +50,9 @@ export interface CallbackUrlPolicy {
 /**
  * Builds the callback URL policy: by default a callback may only go to the configured connector's
  * origin (exact scheme, host and port), over https unless the host is loopback or the origin is
- * listed in `allowedOrigins`; URLs with userinfo (`https://user:pass@host`) are always refused.
+ * listed in `allowedOrigins`; URLs with userinfo (`https://user:pass@host`) are always refused. The
+ * path must be the callback route, `/v1/callbacks/<X-Callback-ID>` (no query, no fragment): a
+ * signed request cannot send the bearer token and credentials to another connector endpoint.
  *
  * @example
  * ```ts
@@ -48,18 +64,28 @@ export interface CallbackUrlPolicy {
 export function callbackUrlPolicy(options: CallbackUrlPolicyOptions): CallbackUrlPolicy {
   const factory = 'callbackUrlPolicy';
   const raw = asOptionsObject(factory, options);
-  rejectUnknownKeys(factory, raw, ['connectorUrl', 'allowedOrigins', 'allowInsecureHttp']);
+  rejectUnknownKeys(factory, raw, ['connectorUrl', 'allowedOrigins', 'allowInsecureHttp', 'callbackPathPrefix']);
   const allowInsecureHttp = parseBooleanOption(factory, raw, 'allowInsecureHttp');
   const connector = parseConnectorUrl(factory, raw.connectorUrl, allowInsecureHttp);
-  return buildCallbackUrlPolicy(connector, parseAllowedOrigins(factory, 'allowedOrigins', raw.allowedOrigins), allowInsecureHttp);
+  const prefix = parseCallbackPathPrefix(factory, 'callbackPathPrefix', raw.callbackPathPrefix);
+  return buildCallbackUrlPolicy(connector, parseAllowedOrigins(factory, 'allowedOrigins', raw.allowedOrigins), allowInsecureHttp, prefix);
+}
+
+/** Checks the callback route prefix option (`/v1/callbacks/`, starting and ending with `/`). */
+export function parseCallbackPathPrefix(factory: string, optionName: string, value: unknown): string {
+  if (value === undefined) return DEFAULT_CALLBACK_PATH_PREFIX;
+  if (typeof value !== 'string' || !PATH_PREFIX.test(value)) {
+    throw new InvalidOptionsError(`${factory}: option "${optionName}" must be a path starting and ending with "/", like "${DEFAULT_CALLBACK_PATH_PREFIX}"`);
+  }
+  return value;
 }
 
 /** The policy from already-checked parts; shared with the connector client so its option names show in errors. */
-export function buildCallbackUrlPolicy(connector: URL, extra: readonly string[], allowInsecureHttp: boolean): CallbackUrlPolicy {
+export function buildCallbackUrlPolicy(connector: URL, extra: readonly string[], allowInsecureHttp: boolean, pathPrefix = DEFAULT_CALLBACK_PATH_PREFIX): CallbackUrlPolicy {
   const origins = [connector.origin, ...extra.filter((o) => o !== connector.origin)];
   const explicitlyAllowed = new Set(extra);
 
-  function check(url: unknown): CallbackUrlVerdict {
+  function check(url: unknown, callbackId?: string): CallbackUrlVerdict {
     if (typeof url !== 'string' || url.length === 0) return refuse('X-Callback-URL is missing');
     if (url.length > MAX_CALLBACK_URL_LENGTH) return refuse('X-Callback-URL is too long');
     let parsed: URL;
@@ -74,12 +100,21 @@ export function buildCallbackUrlPolicy(connector: URL, extra: readonly string[],
     const secure = parsed.protocol === 'https:' || isLoopbackHost(parsed.hostname)
       || explicitlyAllowed.has(parsed.origin) || allowInsecureHttp;
     if (!secure) return refuse('X-Callback-URL must use https');
+    // The raw text, not parsed.pathname: URL() resolves `..` and percent-escapes, which would let
+    // `/v1/callbacks/../oauth/tokens` pass as the callback route.
+    const authority = url.indexOf('//') + 2;
+    const slash = url.indexOf('/', authority);
+    const path = slash === -1 ? '' : url.slice(slash);
+    const id = path.startsWith(pathPrefix) ? path.slice(pathPrefix.length) : undefined;
+    if (id === undefined || !CALLBACK_ID.test(id) || (callbackId !== undefined && id !== callbackId)) {
+      return refuse(`X-Callback-URL must be the connector's callback route ${pathPrefix}<X-Callback-ID>`);
+    }
     return { allowed: true, url: parsed };
   }
 
   return {
     check,
-    isAllowed: (url) => check(url).allowed,
+    isAllowed: (url, callbackId) => check(url, callbackId).allowed,
     origins: Object.freeze(origins),
   };
 }

@@ -2,6 +2,7 @@ import { ConnectorError, isMarketplaceError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import {
   buildCallbackUrlPolicy,
+  parseCallbackPathPrefix,
   connectorEndpoint,
   parseAllowedOrigins,
   parseBooleanOption,
@@ -81,6 +82,8 @@ export interface ConnectorClientOptions {
   allowedCallbackOrigins?: readonly string[];
   /** Accept a plain-http connector URL on a non-loopback host. Default false. */
   allowInsecureHttp?: boolean;
+  /** The callback route before the callback id. Default `/v1/callbacks/` (see `callbackUrlPolicy`). */
+  callbackPathPrefix?: string;
   /** The fetch implementation. Default: the runtime's global `fetch`. */
   fetch?: typeof globalThis.fetch;
   /** Clock in ms since the epoch. Default `Date.now`. */
@@ -116,10 +119,13 @@ export interface ConnectorClient {
   getResource(id: string, accessToken: string): Promise<ConnectorResource | undefined>;
   /** One attempt to deliver a callback; see {@link CallbackResult}. Never throws. */
   sendCallback(callbackUrl: string, payload: CallbackPayload, options?: { signal?: AbortSignal }): Promise<CallbackResult>;
-  /** Checks an X-Callback-URL against the callback URL policy; the reason is safe for a 400 message. */
-  checkCallbackUrl(url: unknown): CallbackUrlVerdict;
-  /** Shorthand for `checkCallbackUrl(url).allowed`. */
-  isAllowedCallbackUrl(url: unknown): boolean;
+  /**
+   * Checks an X-Callback-URL against the callback URL policy (with `callbackId`, it must be the
+   * callback route of that id); the reason is safe for a 400 message.
+   */
+  checkCallbackUrl(url: unknown, callbackId?: string): CallbackUrlVerdict;
+  /** Shorthand for `checkCallbackUrl(url, callbackId).allowed`. */
+  isAllowedCallbackUrl(url: unknown, callbackId?: string): boolean;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -131,7 +137,7 @@ const MAX_CODE_LENGTH = 4096;
 const CREDENTIAL_KEY = /^[A-Z][A-Z0-9_]{0,127}$/;
 const OPTION_KEYS = [
   'connectorUrl', 'clientId', 'clientSecret', 'timeoutMs', 'tokenRefreshSkewMs', 'allowedCallbackOrigins',
-  'allowInsecureHttp', 'fetch', 'now', 'logger',
+  'allowInsecureHttp', 'callbackPathPrefix', 'fetch', 'now', 'logger',
 ] as const;
 
 /**
@@ -164,7 +170,8 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
   const fetchImpl = optionalFunction<typeof globalThis.fetch>(factory, raw, 'fetch') ?? globalThis.fetch;
   const now = optionalFunction<() => number>(factory, raw, 'now') ?? Date.now;
   const logger = createLogger(optionalLogger<Logger>(factory, raw, 'logger'), { component: 'connector' });
-  const policy = buildCallbackUrlPolicy(base, parseAllowedOrigins(factory, 'allowedCallbackOrigins', raw.allowedCallbackOrigins), allowInsecureHttp);
+  const policy = buildCallbackUrlPolicy(base, parseAllowedOrigins(factory, 'allowedCallbackOrigins', raw.allowedCallbackOrigins), allowInsecureHttp,
+    parseCallbackPathPrefix(factory, 'callbackPathPrefix', raw.callbackPathPrefix));
   if (typeof fetchImpl !== 'function') {
     throw new TypeError(`${factory}: no global fetch in this runtime; pass the "fetch" option (Node 20 has one)`);
   }
@@ -239,7 +246,7 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
   function logFailure(err: unknown, context: Record<string, unknown>): void {
     if (isMarketplaceError(err)) {
       const upstreamStatus = err instanceof ConnectorError ? err.upstreamStatus : undefined;
-      logger.warn({ ...context, errorCode: err.code, upstreamStatus }, err.message);
+      logger.warn({ ...context, code: err.code, upstreamStatus }, err.message);
     } else {
       logger.error({ ...context, err }, 'unexpected failure calling the marketplace connector');
     }
@@ -307,8 +314,8 @@ export function createConnectorClient(options: ConnectorClientOptions): Connecto
       return result;
     },
 
-    checkCallbackUrl: (url) => policy.check(url),
-    isAllowedCallbackUrl: (url) => policy.isAllowed(url),
+    checkCallbackUrl: (url, callbackId) => policy.check(url, callbackId),
+    isAllowedCallbackUrl: (url, callbackId) => policy.isAllowed(url, callbackId),
   };
 
   async function attemptCallback(callbackUrl: string, payload: CallbackPayload, signal: AbortSignal | undefined): Promise<CallbackResult> {

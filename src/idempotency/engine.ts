@@ -218,7 +218,13 @@ export class OperationEngine {
     const target = { entity: op.entity, id: op.targetId };
     const context: HandlerContext = {
       callbackId: op.callbackId,
-      logger: logger.child({ entity: op.entity, id: op.targetId, ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }) }),
+      reqId: op.reqId,
+      logger: logger.child({
+        entity: op.entity,
+        id: op.targetId,
+        ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
+        ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
+      }),
       complete: (completion) => this.complete(target, completion),
     };
     const started = performance.now();

@@ -54,6 +54,8 @@ export interface OperationCall {
   signedHeaders: readonly string[];
   /** The request's own signature: a signed request executed once answers the same when sent again. */
   requestId: string | undefined;
+  /** The app's id for the request (pino-http's `req.id`), handed to the handler for its logs. */
+  reqId?: string | undefined;
 }
 
 /** What validation needs besides the request. */
@@ -61,7 +63,7 @@ export interface TableEnv {
   catalog: Catalog | undefined;
   validate: ValidateHook | undefined;
   /** The connector's X-Callback-URL check; undefined without a connector (no callback is ever sent then). */
-  checkCallbackUrl: ((url: string) => { allowed: true } | { allowed: false; reason: string }) | undefined;
+  checkCallbackUrl: ((url: string, callbackId: string | undefined) => { allowed: true } | { allowed: false; reason: string }) | undefined;
 }
 
 /** A validated request, ready for the engine. */
@@ -77,6 +79,8 @@ export interface PreparedOperation {
   callbackId: string | undefined;
   callbackUrl: string | undefined;
   requestId: string | undefined;
+  /** The app's id for the request (pino-http's `req.id`), for the handler's logs. Never stored. */
+  reqId?: string | undefined;
   /** The whole request body, unknown fields included: the provision handler sees it. Never stored. */
   body: Readonly<Record<string, unknown>>;
 }
@@ -324,6 +328,7 @@ export async function prepareOperation(call: OperationCall, env: TableEnv): Prom
     callbackId: call.callbackId,
     callbackUrl: call.callbackUrl,
     requestId: call.requestId,
+    reqId: call.reqId,
     body: typeof call.body === 'object' && call.body !== null ? (call.body as Record<string, unknown>) : {},
   };
 }
@@ -337,7 +342,7 @@ function checkCallbackHeaders(call: OperationCall, env: TableEnv): void {
   }
   // Without a connector no callback is ever sent, so the URL is never dereferenced.
   if (callbackUrl !== undefined && env.checkCallbackUrl !== undefined) {
-    const verdict = env.checkCallbackUrl(callbackUrl);
+    const verdict = env.checkCallbackUrl(callbackUrl, callbackId);
     if (!verdict.allowed) throw new BadRequestError(verdict.reason, 'ERR_CALLBACK_URL_REFUSED');
   }
   if (callbackId !== undefined && !/^[A-Za-z0-9]{1,64}$/.test(callbackId)) throw new BadRequestError('Invalid X-Callback-ID', 'ERR_VALIDATION');

@@ -1,4 +1,4 @@
-import { pino, type Logger, type LoggerOptions } from 'pino';
+import { pino, symbols, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -23,8 +23,14 @@ export const REDACT_PATHS: readonly string[] = [
   'refresh_token',
   'client_secret',
   'clientSecret',
-  'code',
   'sessionId',
+  // SSO and OAuth authorization codes, by where they travel: query strings and form fields. A bare
+  // `code` is the error code, which operators need, so it is never redacted.
+  'query.code',
+  'req.query.code',
+  'form.code',
+  'body.code',
+  'req.body.code',
   '*.token',
   '*.access_token',
   '*.refresh_token',
@@ -38,7 +44,7 @@ export const REDACT_PATHS: readonly string[] = [
  */
 export function createLogger(option: Logger | false | undefined, bindings: Record<string, unknown> = {}): Logger {
   if (option === false) return pino({ level: 'silent' });
-  if (option !== undefined) return Object.keys(bindings).length > 0 ? option.child(bindings) : option;
+  if (option !== undefined) return Object.keys(bindings).length > 0 ? rebind(option, bindings) : option;
   const options: LoggerOptions = {
     level: process.env.LOG_LEVEL ?? 'info',
     redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
@@ -47,7 +53,47 @@ export function createLogger(option: Logger | false | undefined, bindings: Recor
   return pino(options);
 }
 
+/**
+ * `logger.child(bindings)`, except that a key the parent already binds is replaced rather than
+ * repeated: pino appends bindings, so "component" bound by the router and again by the signature
+ * middleware it mounts would appear twice in every line. The inner (more specific) value stays.
+ */
+function rebind(parent: Logger, bindings: Record<string, unknown>): Logger {
+  const bound = parent.bindings();
+  const child = parent.child(bindings);
+  const repeated = Object.keys(bindings).filter((key) => Object.hasOwn(bound, key));
+  if (repeated.length === 0) return child;
+  const holder = child as unknown as Record<symbol, unknown>;
+  let text = holder[symbols.chindingsSym] as string;
+  for (const key of repeated) {
+    // The parent's occurrence comes first; drop it, keep the child's.
+    const earlier = `,${JSON.stringify(key)}:${JSON.stringify(bound[key])}`;
+    const at = text.indexOf(earlier);
+    if (at !== -1) text = text.slice(0, at) + text.slice(at + earlier.length);
+  }
+  holder[symbols.chindingsSym] = text;
+  return child;
+}
+
 /** A logger with the package's redaction rules that writes to `stream`: for host apps and tests. */
 export function createRedactingLogger(stream: NodeJS.WritableStream | { write(line: string): void }, level = 'info'): Logger {
   return pino({ level, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, stream as NodeJS.WritableStream);
+}
+
+/** Longest attacker-controlled text (path ids, header values) written into a log field. */
+export const MAX_LOGGED_TEXT = 80;
+
+/**
+ * Attacker-controlled text for a log field: cut to {@link MAX_LOGGED_TEXT} characters with the
+ * original length noted, so an unsigned request cannot write kilobyte-long lines.
+ *
+ * @example
+ * ```ts
+ * logger.info({ id: truncateForLog(req.params.id) }, 'refused');
+ * ```
+ */
+export function truncateForLog(value: unknown, max = MAX_LOGGED_TEXT): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = typeof value === 'string' ? value : Array.isArray(value) ? value.join(', ') : String(value);
+  return text.length <= max ? text : `${text.slice(0, max)}…(${text.length} chars)`;
 }

@@ -1,7 +1,7 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
-import type { Logger } from '../lib/logger.js';
+import { truncateForLog, type Logger } from '../lib/logger.js';
 import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
 
 /**
@@ -14,11 +14,21 @@ export function send(res: Response, answer: Answer): void {
   else res.status(answer.status).json(answer.body);
 }
 
-const OUR_PATH = /^\/v1\/(?:resources|credentials|sso)(?:\/([^/?]+))?/;
+const OUR_PATH = /^\/v1\/(resources|credentials|sso)(?:\/([^/?]+)(\/measures)?)?/;
 
 /**
- * One line per request: route, id, status, reason code, latency, callback id. Never headers or
- * bodies. And one `request` event per answered request for metrics.
+* The id pino-http (or any request-id middleware) gave the request, so the library's lines join the
+ * app's own. pino-http sets `req.id`; a number or string is kept, anything else ignored.
+ */
+export function requestIdOf(req: Request): string | undefined {
+  const id = (req as Request & { id?: unknown }).id;
+  return typeof id === 'string' || typeof id === 'number' ? truncateForLog(String(id)) : undefined;
+}
+
+/**
+ * One line per request: route pattern, id, status, reason code, latency, callback id, request id.
+ * Never headers or bodies; the id and callback id come from the caller, so they are truncated.
+ * And one `request` event per answered request for metrics.
  */
 export function requestLog(logger: Logger, instrumentation: Instrumentation = noInstrumentation): RequestHandler {
   const measured = instrumentation !== noInstrumentation;
@@ -29,8 +39,7 @@ export function requestLog(logger: Logger, instrumentation: Instrumentation = no
       next();
       return;
     }
-    const path = req.path;
-    const match = OUR_PATH.exec(path);
+    const match = OUR_PATH.exec(req.path);
     if (match === null) {
       next();
       return;
@@ -39,18 +48,20 @@ export function requestLog(logger: Logger, instrumentation: Instrumentation = no
     const method = req.method;
     const callbackId = req.headers['x-callback-id'];
     res.on('finish', () => {
-      const route = routePattern(path);
+      // The pattern is built from the matched groups only, so a hostile path never becomes a label.
+      const route = `/v1/${match[1]!}${match[2] === undefined ? '' : '/:id'}${match[3] ?? ''}`;
       const latencyMs = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
       const code = res.locals.errorCode as string | undefined;
       if (logged) {
         logger.info({
           method,
           route,
-          id: match[1],
+          id: truncateForLog(match[2]),
           status: res.statusCode,
           code,
           latencyMs,
-          callbackId: typeof callbackId === 'string' ? callbackId : undefined,
+          callbackId: truncateForLog(callbackId),
+          reqId: requestIdOf(req),
         }, 'marketplace request');
       }
       instrumentation.request({ route, method, status: res.statusCode, code: code ?? '', seconds: latencyMs / 1000 });
@@ -60,9 +71,6 @@ export function requestLog(logger: Logger, instrumentation: Instrumentation = no
 }
 
 /** `/v1/resources/abc/measures` → `/v1/resources/:id/measures`: a label of few values. */
-function routePattern(path: string): string {
-  return path.replace(/^(\/v1\/\w+\/)[^/]+/, '$1:id');
-}
 
 /** Renders every error as the interface's JSON `{message}`; unexpected ones as a bare 500. */
 export function errorResponder(logger: Logger) {
@@ -88,4 +96,30 @@ function clientError(error: unknown): MarketplaceError | undefined {
   const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
   return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
+}
+
+const ROUTE_METHODS = ['get', 'put', 'patch', 'delete', 'all', 'use'] as const;
+
+/**
+ * Express 5 passes a handler's rejected promise to the error handlers; Express 4 ignores it, so
+ * the request hangs and Node ends the process on the unhandled rejection. Wrapping every handler
+ * registered on `router` gives both majors the Express 5 behaviour. Error handlers (four
+ * parameters) are left as they are.
+ */
+export function catchRejections<T extends Router>(router: T): T {
+  for (const method of ROUTE_METHODS) {
+    const register = (router[method] as (...args: unknown[]) => unknown).bind(router);
+    (router as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => register(...args.map(settleToNext));
+  }
+  return router;
+}
+
+function settleToNext(arg: unknown): unknown {
+  if (typeof arg !== 'function' || arg.length === 4) return arg;
+  const handler = arg as (req: Request, res: Response, next: NextFunction) => unknown;
+  // Returns nothing, so Express 5 does not also see the promise and call next twice.
+  return function settled(req: Request, res: Response, next: NextFunction): void {
+    const result = handler(req, res, next);
+    if (typeof (result as Promise<unknown> | undefined)?.then === 'function') (result as Promise<unknown>).then(undefined, next);
+  };
 }

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
 import { createOutbox, type Outbox, type OutboxOptions } from '../outbox/index.js';
+import type { SsoFailureHook } from '../sso/index.js';
 import { resolveInstrumentation, type MetricsOptions } from '../observability/index.js';
 import { createHealthCheck, type HealthCheckOptions, type HealthReport } from '../observability/health.js';
 import type { Instrumentation } from '../observability/hooks.js';
@@ -32,12 +33,16 @@ export interface ConnectorOptions {
   allowedCallbackOrigins?: readonly string[];
   /** Per-request timeout for connector calls. Default 10 s. */
   timeoutMs?: number;
+  /** The connector's callback route before the callback id. Default `/v1/callbacks/`. */
+  callbackPathPrefix?: string;
 }
 
 /** Single sign-on options (`GET /v1/sso`); needs `connector` and express-session mounted before the router. */
 export interface SsoOptions {
   /** Where a signed-in user lands. Default `/dashboard/<resource id>`. */
   dashboardUrl?: (resourceId: string) => string;
+  /** Answers a failed sign-in yourself (e.g. redirect to your own page); see `ssoHandler`'s `onError`. */
+  onError?: SsoFailureHook;
 }
 
 export interface MarketplaceRouterOptions {
@@ -53,10 +58,16 @@ export interface MarketplaceRouterOptions {
   masterKey?: string;
   /** Date tolerance for signed requests. Default 300 000 ms (5 minutes); 0 means exact. */
   toleranceMs?: number;
-  /** Host value the marketplace signs, when a proxy rewrites Host. */
-  publicHost?: string;
+  /**
+   * The Host (or Hosts) the marketplace addresses, e.g. `api.example.com`: signatures made for any
+   * other Host are refused, and behind a proxy that rewrites Host the listed one is verified.
+   * Unset, the received Host is trusted (a warning is logged at start-up; SECURITY.md).
+   */
+  publicHost?: string | readonly string[];
   /** Largest accepted body in bytes. Default 1 MiB; larger answers 413. */
   bodyLimit?: number;
+  /** Longest wait for a whole request body, in ms; slower senders get 408. Default 10 000. */
+  bodyTimeoutMs?: number;
   /** Enables long-running operations (callbacks) and single sign-on. */
   connector?: ConnectorOptions;
   /** Mounts `GET /v1/sso`. Needs `connector`. */
@@ -86,7 +97,7 @@ export interface MarketplaceRouterOptions {
 }
 
 const KNOWN_OPTIONS = [
-  'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'connector', 'sso',
+  'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'bodyTimeoutMs', 'connector', 'sso',
   'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics', 'health',
 ] as const;
 const HANDLER_NAMES = ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials'] as const;
@@ -144,7 +155,7 @@ export function composeProvider(options: MarketplaceRouterOptions): Provider {
     });
   outbox?.start();
 
-  const env: TableEnv = { catalog, validate, checkCallbackUrl: connector === undefined ? undefined : (url) => connector.checkCallbackUrl(url) };
+  const env: TableEnv = { catalog, validate, checkCallbackUrl: connector === undefined ? undefined : (url, callbackId) => connector.checkCallbackUrl(url, callbackId) };
   const engine = new OperationEngine({
     store,
     handlers,
@@ -178,15 +189,29 @@ function healthOptions(value: unknown): Pick<HealthCheckOptions, 'timeoutMs' | '
 
 function buildConnector(options: ConnectorOptions, logger: Logger): ConnectorClient {
   const raw = asOptionsObject(`${FACTORY} connector`, options);
-  rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs']);
-  return createConnectorClient({
-    connectorUrl: options.url,
-    clientId: options.clientId,
-    clientSecret: options.clientSecret,
-    logger,
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-    ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
-  });
+  rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs', 'callbackPathPrefix']);
+  try {
+    return createConnectorClient({
+      connectorUrl: options.url,
+      clientId: options.clientId,
+      clientSecret: options.clientSecret,
+      logger,
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+      ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
+      ...(options.callbackPathPrefix === undefined ? {} : { callbackPathPrefix: options.callbackPathPrefix }),
+    });
+  } catch (error) {
+    if (!(error instanceof InvalidOptionsError)) throw error;
+    // Name the options as the user wrote them (connector.url, not connectorUrl), and do not
+    // suggest client options this router does not take.
+    const message = error.message
+      .replace(/^createConnectorClient: /, `${FACTORY}: `)
+      .replace(/"connectorUrl"/g, '"connector.url"')
+      .replace(/option "(clientId|clientSecret|timeoutMs|allowedCallbackOrigins|callbackPathPrefix)"/g, 'option "connector.$1"')
+      .replace(/ \(plain http is accepted for loopback hosts, or with allowInsecureHttp: true\)/, ' (plain http is accepted for loopback hosts)')
+      .replace(/; pass clientId and clientSecret instead/, '; pass connector.clientId and connector.clientSecret instead');
+    throw new InvalidOptionsError(message);
+  }
 }
 
 function checkHandlers(value: unknown): ProviderHandlers {

@@ -1,11 +1,11 @@
 import express, { type Request, type RequestHandler, type Router } from 'express';
-import { BadRequestError, InvalidOptionsError } from '../errors.js';
+import { BadRequestError, InvalidOptionsError, NotFoundError } from '../errors.js';
 import type { CompletionTarget } from '../idempotency/engine.js';
 import { prepareOperation, type OperationCall } from '../idempotency/operations.js';
 import { verifySignature } from '../signature/index.js';
 import { ssoHandler } from '../sso/index.js';
 import type { OperationKind, OperationRecord, Store } from '../store/types.js';
-import { errorResponder, requestLog, send } from './http.js';
+import { catchRejections, errorResponder, requestIdOf, requestLog, send } from './http.js';
 import { answerMeasures } from './measures.js';
 import { composeProvider, FACTORY, type MarketplaceRouterOptions } from './root.js';
 import { validatePathId } from './schemas.js';
@@ -75,20 +75,23 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
         callbackUrl: singleHeader(req, 'x-callback-url'),
         signedHeaders: req.marketplaceSignature?.signedHeaders ?? [],
         requestId: requestSignature(req),
+        reqId: requestIdOf(req),
       };
       send(res, await engine.execute(await prepareOperation(call, env)));
     };
   }
 
-  const router = express.Router() as MarketplaceRouter;
+  const router = catchRejections(express.Router()) as MarketplaceRouter;
   router.use(requestLog(logger, instrumentation));
   router.use(['/v1/resources', '/v1/credentials'], verifySignature({
     ...(options.masterKey === undefined ? {} : { masterKey: options.masterKey }),
     ...(options.toleranceMs === undefined ? {} : { toleranceMs: options.toleranceMs }),
     ...(options.publicHost === undefined ? {} : { publicHost: options.publicHost }),
     ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
+    ...(options.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: options.bodyTimeoutMs }),
     now: () => new Date(clock.now()),
     logger,
+    instrumentation,
   }) as RequestHandler);
 
   router.put('/v1/resources/:id', operation('provision'));
@@ -111,7 +114,16 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   if (options.sso !== undefined && options.sso !== false) {
     if (connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
     const sso = options.sso === true ? {} : options.sso;
-    router.get('/v1/sso', ssoHandler({ connector, logger, now: clock.now, ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }) }));
+    router.get('/v1/sso', ssoHandler({
+      connector, logger, now: clock.now,
+      ...(sso.dashboardUrl === undefined ? {} : { dashboardUrl: sso.dashboardUrl }),
+      ...(sso.onError === undefined ? {} : { onError: sso.onError }),
+    }));
+  } else {
+    // A browser sent here by the marketplace gets a JSON reason, not the host app's HTML 404.
+    router.all('/v1/sso', () => {
+      throw new NotFoundError('Single sign-on is not configured on this provider (marketplaceRouter options "sso" and "connector")');
+    });
   }
 
   router.use(['/v1/resources', '/v1/credentials', '/v1/sso'], errorResponder(logger));

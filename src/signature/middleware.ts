@@ -1,9 +1,10 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, MarketplaceError, UnsupportedMediaTypeError } from '../errors.js';
+import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError, MarketplaceError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
-import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, readRawBody } from './raw-body.js';
-import { createVerifier, type VerifiedRequest, type Verifier, type VerifierOptions } from './verifier.js';
+import { asOptionsObject, optionalLogger, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
+import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
+import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT_MS, leftRawBody, readRawBody } from './raw-body.js';
+import { createVerifier, signatureHint, type VerifiedRequest, type Verifier, type VerifierOptions } from './verifier.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's types are extended only through this namespace.
@@ -26,15 +27,24 @@ export interface VerifySignatureOptions extends VerifierOptions {
   verifier?: Verifier;
   /** Largest body read, in bytes; past it the answer is 413. Default 1 048 576. */
   bodyLimit?: number;
+  /**
+   * Longest wait for the whole body, in ms, however slowly it trickles in; past it the answer is
+   * 408 and the connection is closed. Default 10 000.
+   */
+  bodyTimeoutMs?: number;
   /** A pino logger, or `false` for none. Default: JSON lines on stdout at `info`. */
   logger?: Logger | false;
+  /** @internal The provider router's metrics and tracing hooks; not part of the public API. */
+  instrumentation?: Instrumentation;
 }
 
 const FACTORY = 'verifySignature';
 const VERIFIER_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
-const KNOWN_OPTIONS = [...VERIFIER_OPTIONS, 'verifier', 'bodyLimit', 'logger'] as const;
+const KNOWN_OPTIONS = [...VERIFIER_OPTIONS, 'verifier', 'bodyLimit', 'bodyTimeoutMs', 'logger', 'instrumentation'] as const;
 const MOUNT_ORDER_HINT =
-  'The request body was consumed before the marketplace signature could be verified: mount the marketplace router (or verifySignature) before express.json() or any other body parser. Requests are refused until this is fixed.';
+  'The request body was consumed before the marketplace signature could be verified and no raw bytes were left behind: mount the marketplace router (or verifySignature) before express.json(), or keep the bytes with express.json({ verify: (req, _res, buf) => { req.rawBody = buf } }) (docs/signature.md). Requests are refused until this is fixed.';
+const NO_PUBLIC_HOST_WARNING =
+  'no publicHost configured: a request the marketplace signed for another provider\'s Host is accepted when it arrives with that Host header. Set publicHost to the host (or hosts) the marketplace addresses (SECURITY.md)';
 
 // Marks a body this library has read, so that a second verifySignature on the same request (two
 // routers, say) verifies the same bytes again instead of mistaking its own parse for a foreign one.
@@ -49,16 +59,22 @@ type Marked = Request & { [RAW_BODY]?: Buffer };
  * `req.marketplaceSignature` and, for a non-empty body, `req.body` parsed as JSON with
  * `__proto__`, `constructor` and `prototype` keys dropped.
  *
+ * The checks that need no body (X-Signature present and well-formed, a fresh Date, an endorsed
+ * key) run before the body is read, so an unsigned request is refused without buffering it. When an
+ * earlier body parser left the exact bytes (`req.rawBody` as a Buffer, or `req.body` from
+ * `express.raw()`), those bytes are verified instead of the stream.
+ *
  * Failures are passed on with `next(err)`, `err` a {@link MarketplaceError}: 401 for any signature
- * failure, 413 past `bodyLimit`, 415 for a non-JSON or compressed body, 400 for invalid JSON, and
- * 500 `ERR_BODY_ALREADY_PARSED` (failing closed) when a body parser ran first. Render them with
+ * failure, 408 past `bodyTimeoutMs`, 413 past `bodyLimit`, 415 for a non-JSON or compressed body,
+ * 400 for invalid JSON, and 500 `ERR_BODY_ALREADY_PARSED` (failing closed) when a body parser ran
+ * first and left no raw bytes. Render them with
  * {@link errorResponder} or your own handler (`res.status(err.status).json({ message: err.message })`).
  *
  * @throws {InvalidOptionsError} at construction for a wrong option.
  * @example
  * ```ts
  * const app = express();
- * app.use('/marketplace', verifySignature({ masterKey: process.env.MARKETPLACE_MASTER_KEY }), provider);
+ * app.use('/marketplace', verifySignature({ masterKey: process.env.MASTER_PUBLIC_KEY, publicHost: 'api.example.com' }), provider);
  * app.use('/marketplace', errorResponder());
  * app.use(express.json()); // after: the marketplace routes read their own body
  * ```
@@ -68,44 +84,75 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
   rejectUnknownKeys(FACTORY, opts, KNOWN_OPTIONS);
   const verifier = readVerifier(opts);
   const bodyLimit = readBodyLimit(opts.bodyLimit);
+  const bodyTimeoutMs = optionalPositiveNumber(FACTORY, opts, 'bodyTimeoutMs') ?? DEFAULT_BODY_TIMEOUT_MS;
+  // Internal: the provider router passes its metrics and tracing hooks.
+  const instrumentation = (opts.instrumentation as Instrumentation | undefined) ?? noInstrumentation;
   const logger = createLogger(optionalLogger<Logger>(FACTORY, opts), { component: 'signature' });
+  if (opts.verifier === undefined && opts.publicHost === undefined) logger.warn(NO_PUBLIC_HOST_WARNING);
   let warnedMountOrder = false;
 
-  async function handle(req: Marked, next: NextFunction): Promise<void> {
+  function refuse(error: unknown, next: NextFunction): void {
+    if (!isMarketplaceError(error)) {
+      instrumentation.signatureFailure('ERR_INTERNAL');
+      logger.error({ code: 'ERR_INTERNAL', err: error }, 'marketplace signature verification failed unexpectedly');
+      next(new InternalError({ cause: error }));
+      return;
+    }
+    instrumentation.signatureFailure(error.code);
+    // The code and the operator hint tell the story: header values and X-Signature never go to the log.
+    logger.warn({ code: error.code, ...signatureHint(error) }, 'marketplace request signature rejected');
+    next(error);
+  }
+
+  async function readBody(req: Marked, res: Response, next: NextFunction): Promise<Buffer | undefined> {
+    if (bodyAlreadyConsumed(req)) {
+      const left = leftRawBody(req);
+      if (left !== undefined) {
+        if (left.length <= bodyLimit) return left;
+        next(new PayloadTooLargeError());
+        return undefined;
+      }
+      if (!warnedMountOrder) {
+        warnedMountOrder = true;
+        logger.error({ code: 'ERR_BODY_ALREADY_PARSED' }, MOUNT_ORDER_HINT);
+      }
+      next(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
+      return undefined;
+    }
+    try {
+      return await readRawBody(req, bodyLimit, bodyTimeoutMs);
+    } catch (error) {
+      const failure = isMarketplaceError(error) ? error : new InternalError({ cause: error });
+      // A stalled sender keeps the socket otherwise: close it once the 408 is written.
+      if (failure.status === 408) res.setHeader('Connection', 'close');
+      logger.info({ code: failure.code }, 'marketplace request body refused');
+      next(failure);
+      return undefined;
+    }
+  }
+
+  async function handle(req: Marked, res: Response, next: NextFunction): Promise<void> {
+    // headersDistinct keeps every occurrence (req.headers drops repeats of Host, Content-Type and
+    // others), so a header added in transit changes the canonical form instead of hiding.
+    const request = { method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct ?? req.headers };
     let body = req[RAW_BODY];
     if (body === undefined) {
-      if (bodyAlreadyConsumed(req)) {
-        if (!warnedMountOrder) {
-          warnedMountOrder = true;
-          logger.error({ code: 'ERR_BODY_ALREADY_PARSED' }, MOUNT_ORDER_HINT);
-        }
-        next(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
-        return;
-      }
+      // Cheap checks first: an unsigned, stale or unendorsed request is refused before its body is read.
       try {
-        body = await readRawBody(req, bodyLimit);
+        await verifier.checkHeaders?.(request);
       } catch (error) {
-        const failure = isMarketplaceError(error) ? error : new InternalError({ cause: error });
-        logger.info({ code: failure.code }, 'marketplace request body refused');
-        next(failure);
+        refuse(error, next);
         return;
       }
+      body = await readBody(req, res, next);
+      if (body === undefined) return;
     }
 
     let verified: VerifiedRequest;
     try {
-      // headersDistinct keeps every occurrence (req.headers drops repeats of Host, Content-Type and
-      // others), so a header added in transit changes the canonical form instead of hiding.
-      verified = await verifier.verify({ method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct ?? req.headers, body });
+      verified = await instrumentation.span('marketplace.verify', {}, () => verifier.verify({ ...request, body }));
     } catch (error) {
-      if (!isMarketplaceError(error)) {
-        logger.error({ code: 'ERR_INTERNAL', err: error }, 'marketplace signature verification failed unexpectedly');
-        next(new InternalError({ cause: error }));
-        return;
-      }
-      // The code is the whole story: header values and X-Signature never go to the log.
-      logger.warn({ code: error.code }, 'marketplace request signature rejected');
-      next(error);
+      refuse(error, next);
       return;
     }
 
@@ -123,8 +170,8 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
     next();
   }
 
-  return function marketplaceSignature(req: Request, _res: Response, next: NextFunction): void {
-    handle(req, next).catch((error: unknown) => next(error));
+  return function marketplaceSignature(req: Request, res: Response, next: NextFunction): void {
+    handle(req, res, next).catch((error: unknown) => next(error));
   };
 }
 

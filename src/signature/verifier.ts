@@ -22,10 +22,13 @@ export interface VerifierOptions {
   /** Largest accepted distance between Date and `now()`, either way, in ms. Default 300 000; `0` means exact. */
   toleranceMs?: number;
   /**
-   * The Host the marketplace addresses (`api.example.com` or `host:port`), for deployments behind a
-   * proxy that rewrites Host: the canonical `host` line then uses this value, not the received header.
+   * The Host (or Hosts) the marketplace addresses (`api.example.com` or `host:port`). A signature is
+   * accepted only for one of them: a request signed for another provider's Host is refused even when
+   * it arrives with that Host header. When the received Host is listed, it is the one verified;
+   * otherwise (a proxy rewrote Host) each listed host is tried. Unset, the received Host is trusted
+   * as signed (a warning is logged at start-up). At most 16 hosts.
    */
-  publicHost?: string;
+  publicHost?: string | readonly string[];
   /** How many endorsed live keys to remember (LRU). Default 1024; `0` verifies the endorsement every time. */
   endorsementCacheSize?: number;
 }
@@ -38,8 +41,11 @@ export interface SignedRequest {
   url: string;
   /** Headers keyed by lowercase name, arrays for repeats (`req.headers` or `req.headersDistinct`). */
   headers: RequestHeaders;
-  /** Body bytes exactly as received; absent means empty. */
-  body?: Uint8Array;
+  /**
+   * Body bytes exactly as received; absent means empty. A string is taken as its UTF-8 bytes
+   * (serverless platforms hand bodies as strings); any other type throws a TypeError.
+   */
+  body?: Uint8Array | string;
 }
 
 /** What a successful verification established. */
@@ -59,6 +65,12 @@ export interface Verifier {
    * {@link SignatureError} (status 401, stable `code`, safe message) otherwise.
    */
   verify(request: SignedRequest): Promise<VerifiedRequest>;
+  /**
+   * The checks that need no body: X-Signature present and well-formed, X-Signed-Headers, a fresh
+   * Date and an endorsed live key. Run it before reading a body so that unsigned or stale requests
+   * are refused before their bytes are buffered; `verify` repeats it (the endorsement is cached).
+   */
+  checkHeaders(request: Omit<SignedRequest, 'body'>): Promise<void>;
   /** The master public key in use (base64url). */
   readonly masterPublicKey: string;
   /** How many endorsed live keys are cached now (never more than `endorsementCacheSize`). */
@@ -68,6 +80,31 @@ export interface Verifier {
 const FACTORY = 'createVerifier';
 const KNOWN_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
 const HOST = /^[\x21-\x7e]+$/;
+const MAX_PUBLIC_HOSTS = 16;
+
+// Operator-only detail of a refusal (never sent): why it probably failed and what to change.
+const hints = new WeakMap<Error, SignatureHint>();
+
+/** What the log line of a refused signature carries besides its code. */
+export interface SignatureHint {
+  /** What to check, for the operator reading the log. */
+  hint: string;
+  /** `ERR_DATE_STALE`: the request's Date minus this server's clock, in ms. */
+  dateOffsetMs?: number;
+}
+
+/**
+ * The operator hint attached to a refusal by a verifier from {@link createVerifier}, if any. For
+ * logs only: it may mention configuration, so it never goes into a response.
+ */
+export function signatureHint(error: unknown): SignatureHint | undefined {
+  return typeof error === 'object' && error !== null ? hints.get(error as Error) : undefined;
+}
+
+function withHint(error: SignatureError, hint: SignatureHint): SignatureError {
+  hints.set(error, hint);
+  return error;
+}
 
 /**
  * Creates a verifier for requests signed by the marketplace (interface section 5.2): X-Signature
@@ -81,7 +118,7 @@ const HOST = /^[\x21-\x7e]+$/;
  * @throws {InvalidOptionsError} at construction for an unknown option, a bad key or a negative tolerance.
  * @example
  * ```ts
- * const verifier = createVerifier({ masterKey: process.env.MARKETPLACE_MASTER_KEY });
+ * const verifier = createVerifier({ masterKey: process.env.MASTER_PUBLIC_KEY });
  * const { livePublicKey } = await verifier.verify({ method: 'PUT', url: '/v1/resources/abc', headers, body });
  * ```
  */
@@ -92,7 +129,8 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   const masterKey = importPublicKey(masterRaw);
   const now = optionalFunction<() => Date | number>(FACTORY, opts, 'now') ?? (() => Date.now());
   const toleranceMs = optionalPositiveNumber(FACTORY, opts, 'toleranceMs', { allowZero: true }) ?? DEFAULT_TOLERANCE_MS;
-  const publicHost = readPublicHost(opts.publicHost);
+  const publicHosts = readPublicHost(opts.publicHost);
+  const isProduction = encodeBase64Url(masterRaw) === PRODUCTION_MASTER_PUBLIC_KEY;
   const cacheSize = readCacheSize(opts.endorsementCacheSize);
   const cache = new EndorsementCache(cacheSize);
   // Endorsement checks in progress. When the marketplace switches to a new live key, every request
@@ -130,13 +168,17 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     }
     const { key, cause } = await check;
     if (key === undefined) {
-      throw new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key', cause === undefined ? undefined : { cause });
+      const error = new SignatureError('ERR_ENDORSEMENT_INVALID', 'Live public key is not endorsed by the master key', cause === undefined ? undefined : { cause });
+      throw withHint(error, {
+        hint: isProduction
+          ? 'the live key is not endorsed by the production master key: is this a test marketplace? Set masterKey (MASTER_PUBLIC_KEY) to its master public key'
+          : 'the live key is not endorsed by the configured masterKey: is it the master public key of the marketplace sending these requests?',
+      });
     }
     return key;
   }
 
-  async function verify(request: SignedRequest): Promise<VerifiedRequest> {
-    const { headers } = request;
+  async function checkSigned(headers: RequestHeaders): Promise<{ signature: ParsedSignature; signedHeaders: string[]; date: Date; liveKey: KeyObject }> {
     const signature = parseSignature(header(headers, 'x-signature'));
     const signedHeaders = parseSignedHeaders(header(headers, 'x-signed-headers'));
     if (!signedHeaders.includes('date') || !signedHeaders.includes('host')) {
@@ -144,19 +186,43 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     }
     const date = parseDate(header(headers, 'date'));
     const clock = now();
-    const skew = Math.abs((typeof clock === 'number' ? clock : clock.getTime()) - date.getTime());
+    const offset = date.getTime() - (typeof clock === 'number' ? clock : clock.getTime());
     // Written so that a NaN from a broken clock fails closed.
-    if (!(skew <= toleranceMs)) throw new SignatureError('ERR_DATE_STALE', 'Request Date is too far from the current time');
-    const data = canonicalRequest({ method: request.method, url: request.url, headers, body: request.body, signedHeaders, hostOverride: publicHost });
-    const liveKey = await endorsedKey(signature);
-    if (!(await verifyEd25519(data, liveKey, signature.requestSignature))) {
-      throw new SignatureError('ERR_REQUEST_SIGNATURE_INVALID', 'Request signature does not match the request');
+    if (!(Math.abs(offset) <= toleranceMs)) {
+      throw withHint(new SignatureError('ERR_DATE_STALE', 'Request Date is too far from the current time'), {
+        hint: Number.isFinite(offset)
+          ? `the request Date is ${Math.round(Math.abs(offset) / 1000)} s ${offset > 0 ? 'ahead of' : 'behind'} this server's clock (tolerance ${toleranceMs} ms): check this host's clock (NTP)`
+          : 'the verifier clock returned no valid time',
+        dateOffsetMs: offset,
+      });
     }
-    return { livePublicKey: signature.endorsementText.slice(0, signature.endorsementText.indexOf(' ')), signedHeaders, date };
+    return { signature, signedHeaders, date, liveKey: await endorsedKey(signature) };
+  }
+
+  async function verify(request: SignedRequest): Promise<VerifiedRequest> {
+    const body = bodyBytes(request.body);
+    const { headers } = request;
+    const { signature, signedHeaders, date, liveKey } = await checkSigned(headers);
+    const received = single(header(headers, 'host'));
+    // Host binding: with publicHost set, the signature must be for one of those hosts.
+    const listed = received === undefined ? undefined : publicHosts?.find((host) => host.toLowerCase() === received.toLowerCase());
+    const candidates: readonly (string | undefined)[] = publicHosts === undefined ? [undefined] : listed !== undefined ? [received] : publicHosts;
+    for (const hostOverride of candidates) {
+      const data = canonicalRequest({ method: request.method, url: request.url, headers, body, signedHeaders, hostOverride });
+      if (await verifyEd25519(data, liveKey, signature.requestSignature)) {
+        return { livePublicKey: signature.endorsementText.slice(0, signature.endorsementText.indexOf(' ')), signedHeaders, date };
+      }
+    }
+    throw withHint(new SignatureError('ERR_REQUEST_SIGNATURE_INVALID', 'Request signature does not match the request'), {
+      hint: mismatchHint(headers, received, publicHosts, listed),
+    });
   }
 
   return {
     verify,
+    checkHeaders: async (request) => {
+      await checkSigned(request.headers);
+    },
     masterPublicKey: encodeBase64Url(masterRaw),
     cachedEndorsements: () => cache.size,
   };
@@ -175,12 +241,35 @@ function readMasterKey(value: unknown): Buffer {
   return raw;
 }
 
-function readPublicHost(value: unknown): string | undefined {
+function readPublicHost(value: unknown): readonly string[] | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !HOST.test(value)) {
-    throw new InvalidOptionsError(`${FACTORY}: option "publicHost" must be the Host the marketplace addresses, such as "api.example.com" or "api.example.com:8443"`);
+  const list: unknown[] = Array.isArray(value) ? value : [value];
+  if (list.length === 0 || list.length > MAX_PUBLIC_HOSTS || list.some((host) => typeof host !== 'string' || !HOST.test(host))) {
+    throw new InvalidOptionsError(`${FACTORY}: option "publicHost" must be the Host the marketplace addresses, such as "api.example.com" or "api.example.com:8443", or a list of 1 to ${MAX_PUBLIC_HOSTS} of them`);
   }
-  return value;
+  return Object.freeze([...(list as string[])]);
+}
+
+function single(value: HeaderValue): string | undefined {
+  return typeof value === 'string' ? value : value?.length === 1 ? value[0] : undefined;
+}
+
+function bodyBytes(body: unknown): Uint8Array | undefined {
+  if (body === undefined || body instanceof Uint8Array) return body;
+  if (typeof body === 'string') return Buffer.from(body, 'utf8');
+  throw new TypeError(`verify: request.body must be a Buffer, a Uint8Array or a string (got ${body === null ? 'null' : typeof body})`);
+}
+
+/** The likeliest cause of a signature that does not match, for the operator's log line. */
+function mismatchHint(headers: RequestHeaders, received: string | undefined, publicHosts: readonly string[] | undefined, listed: string | undefined): string {
+  const forwarded = header(headers, 'x-forwarded-host') ?? header(headers, 'forwarded');
+  if (publicHosts === undefined && forwarded !== undefined) {
+    return 'the request came through a proxy (X-Forwarded-Host/Forwarded present) and publicHost is not set: set publicHost to the Host the marketplace addresses';
+  }
+  if (publicHosts !== undefined && listed === undefined) {
+    return `the received Host is not in publicHost (${publicHosts.join(', ')}) and the signature matches none of them: a request signed for another host, or publicHost is wrong`;
+  }
+  return 'the body or a signed header changed on the way (a body parser re-serializing JSON, a proxy rewriting the path or Host), or the request was signed for another host';
 }
 
 function readCacheSize(value: unknown): number {

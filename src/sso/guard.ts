@@ -3,6 +3,7 @@ import { InvalidOptionsError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalFunction, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import { readMarketplaceData, SESSION_HOWTO, sessionOf } from './session.js';
+import { answerFailure, type SsoFailure, type SsoFailureHook } from './page.js';
 
 /** Options of {@link requireMarketplaceSession}. */
 export interface RequireMarketplaceSessionOptions {
@@ -16,13 +17,20 @@ export interface RequireMarketplaceSessionOptions {
   now?: () => number;
   /** A pino logger, or `false` for none. */
   logger?: Logger | false;
+  /**
+   * Answers a refused visit yourself (no login, expired login, another resource), e.g. a redirect to
+   * your own sign-in page (passport's `failureRedirect` convention). Default: an HTML page for
+   * browsers, JSON `{message}` otherwise.
+   */
+  onMissing?: SsoFailureHook;
 }
 
 /**
  * Guards the provider's dashboard routes with the login made by {@link ssoHandler}: 401 without a
  * marketplace login, 403 when the route's resource is not the session's, 403 when the login expired
  * (its data is then removed from the session; the user repeats SSO from the marketplace). When it
- * passes, `res.locals.marketplace` is `{ resourceId, expiresAt }`.
+ * passes, `res.locals.marketplace` is `{ resourceId, expiresAt }`. Refusals answer a small HTML
+ * page to browsers (`Accept: text/html`) and JSON `{message}` otherwise, or whatever `onMissing` does.
  *
  * @example
  * ```ts
@@ -34,41 +42,44 @@ export interface RequireMarketplaceSessionOptions {
 export function requireMarketplaceSession(options: RequireMarketplaceSessionOptions = {}): RequestHandler {
   const factory = 'requireMarketplaceSession';
   const raw = asOptionsObject(factory, options);
-  rejectUnknownKeys(factory, raw, ['resourceParam', 'now', 'logger']);
+  rejectUnknownKeys(factory, raw, ['resourceParam', 'now', 'logger', 'onMissing']);
   const resourceParam = raw.resourceParam ?? 'id';
   if (resourceParam !== false && (typeof resourceParam !== 'string' || resourceParam.length === 0)) {
     throw new InvalidOptionsError(`${factory}: option "resourceParam" must be a route parameter name (e.g. "id") or false`);
   }
   const now = optionalFunction<() => number>(factory, raw, 'now') ?? Date.now;
   const logger = createLogger(optionalLogger<Logger>(factory, raw), { component: 'sso' });
+  const onMissing = optionalFunction<SsoFailureHook>(factory, raw, 'onMissing');
 
   return function marketplaceSessionGuard(req: Request, res: Response, next: NextFunction): void {
+    const refuse = (status: number, reason: SsoFailure['reason'], message: string): void =>
+      answerFailure(req, res, { status, reason, message }, status < 500 ? onMissing : undefined);
     const session = sessionOf(req);
     if (session === undefined) {
-      logger.error({ errorCode: 'ERR_SSO_SESSION_MISSING' }, `requireMarketplaceSession: ${SESSION_HOWTO}`);
-      res.status(500).json({ message: 'Sessions are not configured on this provider' });
+      logger.error({ code: 'ERR_SSO_SESSION_MISSING' }, `requireMarketplaceSession: ${SESSION_HOWTO}`);
+      refuse(500, 'not-configured', 'Sessions are not configured on this provider');
       return;
     }
     const login = readMarketplaceData(session);
     if (login === undefined) {
-      res.status(401).json({ message: 'Sign in through the marketplace to open this dashboard' });
+      refuse(401, 'no-login', 'Sign in through the marketplace to open this dashboard');
       return;
     }
     if (now() >= login.expiresAt) {
       // Drop the expired token rather than keep a dead secret in the store.
       delete session.marketplace;
-      res.status(403).json({ message: 'Your marketplace sign-in has expired: open the dashboard from the marketplace again' });
+      refuse(403, 'expired', 'Your marketplace sign-in has expired: open the dashboard from the marketplace again');
       return;
     }
     if (resourceParam !== false) {
       const requested = (req.params as Record<string, string | undefined>)[resourceParam];
       if (requested === undefined) {
         logger.error({ resourceParam }, `requireMarketplaceSession: the route has no :${resourceParam} parameter; set the resourceParam option (or false)`);
-        res.status(500).json({ message: 'This dashboard route is misconfigured' });
+        refuse(500, 'internal', 'This dashboard route is misconfigured');
         return;
       }
       if (requested !== login.resourceId) {
-        res.status(403).json({ message: 'This sign-in is for another resource: open its dashboard from the marketplace' });
+        refuse(403, 'other-resource', 'This sign-in is for another resource: open its dashboard from the marketplace');
         return;
       }
     }

@@ -4,6 +4,8 @@ import { createLogger, type Logger } from '../lib/logger.js';
 import type { AccessToken, ConnectorClient, ConnectorResource } from '../connector/client.js';
 import { asOptionsObject, optionalFunction, optionalLogger, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { destroyQuietly, regenerate, save, SESSION_HOWTO, sessionOf, type LiveSession } from './session.js';
+import { answerFailure, type SsoFailure, type SsoFailureHook } from './page.js';
+import { ID_PATTERN } from '../provider/schemas.js';
 
 /** Options of {@link ssoHandler}. */
 export interface SsoHandlerOptions {
@@ -17,13 +19,19 @@ export interface SsoHandlerOptions {
   logger?: Logger | false;
   /** Clock in ms since the epoch. Default `Date.now`. */
   now?: () => number;
+  /**
+   * Answers a failed sign-in yourself, e.g. a redirect to your own page (passport's
+   * `failureRedirect` convention). Default: an HTML page for browsers, JSON `{message}` otherwise.
+   */
+  onError?: SsoFailureHook;
 }
 
 /** Section 8: the connector's SSO access tokens last 24 hours; a login never outlives that. */
 export const MAX_SSO_SESSION_MS = 24 * 60 * 60 * 1000;
 
 const CODE_PATTERN = /^[A-Za-z0-9._~+/=-]{1,512}$/;
-const RESOURCE_ID_PATTERN = /^[A-Za-z0-9._~-]{1,128}$/;
+// The provider routes' id pattern: `.` and `..` would reach the connector as another path.
+const RESOURCE_ID_PATTERN = new RegExp(ID_PATTERN);
 
 const MESSAGES = {
   notConfigured: 'Single sign-on is not available: the provider has not configured sessions',
@@ -42,10 +50,13 @@ const MESSAGES = {
  * it regenerates the host app's express-session (no fixation), stores the resource the session is
  * restricted to, the token (server-side only) and its expiry, and answers 303 to the dashboard.
  *
- * Failures answer JSON `{message}` and leave the session as it was: 400 malformed query, 401 bad or
- * reused code, 403 a resource the user cannot access (or a tampered `resource_id`), 502 connector
- * unreachable or misbehaving, 500 when express-session is not mounted before it (with a log line
- * saying how to mount it), 405 for any method but GET (a HEAD must not use up the code).
+ * Failures leave the session as it was and answer a small HTML page to browsers (`Accept:
+ * text/html`), JSON `{message}` otherwise, or whatever `onError` does: 400 malformed query, 401 when
+ * the code exchange fails (bad, expired or reused code, the connector refusing the provider's
+ * client credentials, the connector unreachable; the log says which), 403 a resource the user
+ * cannot access (or a tampered `resource_id`), 502 when the resource check at the connector fails,
+ * 500 when express-session is not mounted before it (with a log line saying how to mount it), 405
+ * for any method but GET (a HEAD must not use up the code).
  *
  * @example
  * ```ts
@@ -57,7 +68,7 @@ const MESSAGES = {
 export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
   const factory = 'ssoHandler';
   const raw = asOptionsObject(factory, options);
-  rejectUnknownKeys(factory, raw, ['connector', 'dashboardUrl', 'tokenTtlMs', 'logger', 'now']);
+  rejectUnknownKeys(factory, raw, ['connector', 'dashboardUrl', 'tokenTtlMs', 'logger', 'now', 'onError']);
   const connector = raw.connector as Partial<SsoHandlerOptions['connector']> | undefined;
   if (typeof connector?.exchangeCode !== 'function' || typeof connector.getResource !== 'function') {
     throw new InvalidOptionsError(`${factory}: option "connector" is required: pass createConnectorClient({ connectorUrl, clientId, clientSecret })`);
@@ -72,33 +83,34 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
   }
   const now = optionalFunction<() => number>(factory, raw, 'now') ?? Date.now;
   const logger = createLogger(optionalLogger<Logger>(factory, raw), { component: 'sso' });
-
-  function answer(res: Response, status: number, message: string): void {
-    res.status(status).json({ message });
-  }
+  const onError = optionalFunction<SsoFailureHook>(factory, raw, 'onError');
 
   /** Maps a connector failure to the user's answer; the log line names the cause, never the code or token. */
-  function connectorFailure(res: Response, err: unknown, step: 'exchange' | 'resource check', resourceId: string): void {
+  function connectorFailure(answer: (status: number, reason: SsoFailure['reason'], message: string) => void, err: unknown, step: 'exchange' | 'resource check', resourceId: string): void {
     if (err instanceof ConnectorError) {
-      const context = { resourceId, step, errorCode: err.code, upstreamStatus: err.upstreamStatus };
+      const context = { resourceId, step, code: err.code, upstreamStatus: err.upstreamStatus };
       if (err.code === 'ERR_CONNECTOR_INVALID_GRANT') {
         logger.info(context, 'single sign-on refused: invalid, expired or reused code');
-        answer(res, 401, MESSAGES.invalidGrant);
+        answer(401, 'invalid-code', MESSAGES.invalidGrant);
         return;
       }
       if (err.code === 'ERR_CONNECTOR_AUTH' && step === 'exchange') {
-        logger.error(context, 'single sign-on failed: the connector refused the provider\'s client credentials; check clientId and clientSecret');
+        logger.error(context, 'single sign-on failed: the connector refused the provider\'s client credentials; check connector.clientId and connector.clientSecret (CONNECTOR_CLIENT_ID, CONNECTOR_CLIENT_SECRET)');
       } else {
         logger.warn(context, `single sign-on failed at the ${step}: ${err.message}`);
       }
-      answer(res, 502, MESSAGES.connectorDown);
+      // An exchange that failed is a sign-in that failed (401, as Manifold's acceptance tool expects);
+      // a failed resource check after a good exchange is the connector's fault (502).
+      if (step === 'exchange') answer(401, 'connector', MESSAGES.connectorDown);
+      else answer(502, 'connector', MESSAGES.connectorDown);
       return;
     }
     logger.error({ resourceId, step, err: safeErr(err) }, 'single sign-on failed: unexpected error from the connector client');
-    answer(res, 500, MESSAGES.internal);
+    answer(500, 'internal', MESSAGES.internal);
   }
 
   return async function marketplaceSso(req: Request, res: Response): Promise<void> {
+    const answer = (status: number, reason: SsoFailure['reason'], message: string): void => answerFailure(req, res, { status, reason, message }, onError);
     // The URL carries a single-use code: keep it out of caches and out of Referer headers.
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Referrer-Policy', 'no-referrer');
@@ -106,24 +118,24 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
     // Express routes HEAD to GET handlers; a link checker's HEAD must not burn the single-use code.
     if (req.method !== 'GET') {
       res.setHeader('Allow', 'GET');
-      answer(res, 405, 'Single sign-on only answers GET');
+      res.status(405).json({ message: 'Single sign-on only answers GET' });
       return;
     }
     const session = sessionOf(req);
     if (session === undefined) {
-      logger.error({ errorCode: 'ERR_SSO_SESSION_MISSING' }, `single sign-on: ${SESSION_HOWTO}`);
-      answer(res, 500, MESSAGES.notConfigured);
+      logger.error({ code: 'ERR_SSO_SESSION_MISSING' }, `single sign-on: ${SESSION_HOWTO}`);
+      answer(500, 'not-configured', MESSAGES.notConfigured);
       return;
     }
     const query = req.query as Record<string, unknown>;
     const code = query.code;
     const resourceId = query.resource_id;
     if (typeof resourceId !== 'string' || !RESOURCE_ID_PATTERN.test(resourceId)) {
-      answer(res, 400, MESSAGES.badResource);
+      answer(400, 'bad-request', MESSAGES.badResource);
       return;
     }
     if (typeof code !== 'string' || !CODE_PATTERN.test(code)) {
-      answer(res, 400, MESSAGES.badCode);
+      answer(400, 'bad-request', MESSAGES.badCode);
       return;
     }
 
@@ -131,7 +143,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
     try {
       token = await exchangeCode(code);
     } catch (err) {
-      connectorFailure(res, err, 'exchange', resourceId);
+      connectorFailure(answer, err, 'exchange', resourceId);
       return;
     }
 
@@ -139,17 +151,17 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
     try {
       resource = await getResource(resourceId, token.accessToken);
     } catch (err) {
-      connectorFailure(res, err, 'resource check', resourceId);
+      connectorFailure(answer, err, 'resource check', resourceId);
       return;
     }
     if (resource === undefined) {
       logger.warn({ resourceId }, 'single sign-on refused: the connector says the user has no access to this resource');
-      answer(res, 403, MESSAGES.noAccess);
+      answer(403, 'no-access', MESSAGES.noAccess);
       return;
     }
     if (resource.id !== resourceId) {
       logger.warn({ resourceId, returnedId: resource.id }, 'single sign-on refused: the connector returned another resource than requested');
-      answer(res, 403, MESSAGES.noAccess);
+      answer(403, 'no-access', MESSAGES.noAccess);
       return;
     }
 
@@ -159,7 +171,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
       if (typeof target !== 'string' || target.length === 0) throw new TypeError('dashboardUrl must return a non-empty string');
     } catch (err) {
       logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: the dashboardUrl option threw or returned no URL');
-      answer(res, 500, MESSAGES.internal);
+      answer(500, 'internal', MESSAGES.internal);
       return;
     }
 
@@ -169,7 +181,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
       fresh = await regenerate(req, session);
     } catch (err) {
       logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: could not regenerate the session (is the session store up?)');
-      answer(res, 500, MESSAGES.internal);
+      answer(500, 'internal', MESSAGES.internal);
       return;
     }
     fresh.marketplace = {
@@ -184,7 +196,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
       delete fresh.marketplace;
       await destroyQuietly(fresh);
       logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: could not save the session (is the session store up?)');
-      answer(res, 500, MESSAGES.internal);
+      answer(500, 'internal', MESSAGES.internal);
       return;
     }
     logger.info({ resourceId }, 'single sign-on succeeded');

@@ -4,6 +4,7 @@
  */
 export { ssoHandler, MAX_SSO_SESSION_MS, type SsoHandlerOptions } from './handler.js';
 export { requireMarketplaceSession, type RequireMarketplaceSessionOptions } from './guard.js';
+export type { SsoFailure, SsoFailureHook } from './page.js';
 export {
   assertSessionMiddleware,
   getMarketplaceSession,

@@ -79,3 +79,35 @@ describe('parseRetryAfter', () => {
     for (const value of [null, undefined, '', '-5', '1.5', 'soon', '2030-01-01']) assert.equal(parseRetryAfter(value, now), undefined, String(value));
   });
 });
+
+describe('callbackUrlPolicy: the callback route only', () => {
+  const policy = callbackUrlPolicy({ connectorUrl: 'https://connector.example.com' });
+
+  it('accepts <origin>/v1/callbacks/<X-Callback-ID> and nothing else on the origin', () => {
+    assert.equal(policy.isAllowed('https://connector.example.com/v1/callbacks/abc123', 'abc123'), true);
+    for (const url of [
+      'https://connector.example.com/v1/oauth/tokens',
+      'https://connector.example.com/v1/callbacks/other',
+      'https://connector.example.com/v1/callbacks/abc123/extra',
+      'https://connector.example.com/v1/callbacks/abc123?x=1',
+      'https://connector.example.com/v1/callbacks/abc123#frag',
+      'https://connector.example.com/v1/callbacks/../oauth/tokens',
+      'https://connector.example.com/v1/callbacks/%2e%2e',
+      'https://connector.example.com/v1/resources/abc123',
+      'https://connector.example.com/',
+    ]) {
+      const verdict = policy.check(url, 'abc123');
+      assert.equal(verdict.allowed, false, url);
+      if (!verdict.allowed) assert.match(verdict.reason, /callback route \/v1\/callbacks\/<X-Callback-ID>/);
+    }
+  });
+
+  it('takes another route prefix, checked at construction', () => {
+    const prefixed = callbackUrlPolicy({ connectorUrl: 'https://connector.example.com', callbackPathPrefix: '/api/v2/callbacks/' });
+    assert.equal(prefixed.isAllowed('https://connector.example.com/api/v2/callbacks/abc', 'abc'), true);
+    assert.equal(prefixed.isAllowed('https://connector.example.com/v1/callbacks/abc', 'abc'), false);
+    for (const bad of ['v1/callbacks/', '/v1/callbacks', '/v1/../', 42]) {
+      assert.throws(() => callbackUrlPolicy({ connectorUrl: 'https://connector.example.com', callbackPathPrefix: bad as string }), InvalidOptionsError, String(bad));
+    }
+  });
+});

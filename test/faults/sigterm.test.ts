@@ -24,8 +24,8 @@ describe('SIGTERM', () => {
       MASTER_PUBLIC_KEY: market.masterPublicKey,
       // A connector, so that a delivery worker runs and has to be stopped.
       CONNECTOR_URL: fake.url,
-      CLIENT_ID: client.clientId,
-      CLIENT_SECRET: client.clientSecret,
+      CONNECTOR_CLIENT_ID: client.clientId,
+      CONNECTOR_CLIENT_SECRET: client.clientSecret,
       EXAMPLE_OUTBOX_POLL_MS: '100',
       EXAMPLE_HANDLER_DELAY_MS: '2000',
       LOG_LEVEL: 'info',

@@ -1,12 +1,27 @@
 import pg from 'pg';
 
-export const DATABASE_URL = process.env.DATABASE_URL;
+/** The conventional local server, used when DATABASE_URL is unset and it answers. */
+export const LOCAL_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
+const FROM_ENV = process.env.DATABASE_URL !== undefined && process.env.DATABASE_URL !== '';
 
-/** `false` when the server answers; otherwise why the PostgreSQL tests are skipped. */
-export async function postgresSkipReason(): Promise<string | false> {
-  if (DATABASE_URL === undefined || DATABASE_URL === '') {
-    return 'DATABASE_URL not set: these tests need PostgreSQL (e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/test; CI sets it)';
-  }
+/** DATABASE_URL, or the conventional local server when it is unset (probed by {@link postgresSkipReason}). */
+export const DATABASE_URL: string = FROM_ENV ? process.env.DATABASE_URL! : LOCAL_DATABASE_URL;
+
+let probe: Promise<string | false> | undefined;
+
+/**
+ * `false` when the server answers; otherwise why the PostgreSQL tests are skipped. The probe runs
+ * once per test process, and the reason is printed once (on stderr) rather than per test.
+ */
+export function postgresSkipReason(): Promise<string | false> {
+  probe ??= probeServer().then((reason) => {
+    if (reason !== false) process.stderr.write(`# PostgreSQL tests skipped: ${reason}\n`);
+    return reason;
+  });
+  return probe;
+}
+
+async function probeServer(): Promise<string | false> {
   const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 3000 });
   client.on('error', () => undefined);
   try {
@@ -14,6 +29,9 @@ export async function postgresSkipReason(): Promise<string | false> {
     await client.query('SELECT 1');
     return false;
   } catch (error) {
+    if (!FROM_ENV) {
+      return `DATABASE_URL is not set and no PostgreSQL answers at 127.0.0.1:5432 (${(error as Error).message}); start one or set DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)`;
+    }
     // The URL may carry a password: name only the error.
     return `PostgreSQL at DATABASE_URL is unreachable (${(error as Error).message}): start it or unset DATABASE_URL`;
   } finally {

@@ -13,7 +13,9 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 const root = new URL('../..', import.meta.url).pathname;
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string; files: string[]; exports: Record<string, string | { types: string; default: string }>; bin: Record<string, string> };
+type ExportTarget = string | { [condition: string]: ExportTarget };
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string; files: string[]; exports: Record<string, ExportTarget>; bin: Record<string, string> };
+const leaves = (target: ExportTarget): string[] => (typeof target === 'string' ? [target] : Object.values(target).flatMap(leaves));
 const NPM_ENV = { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', npm_config_loglevel: 'error' };
 
 let work: string;
@@ -48,7 +50,7 @@ describe('npm pack', () => {
   });
 
   it('holds a file for every exports target and the bin', () => {
-    const targets = Object.values(pkg.exports).flatMap((target) => (typeof target === 'string' ? [target] : [target.types, target.default]));
+    const targets = Object.values(pkg.exports).flatMap(leaves);
     for (const target of [...targets, ...Object.values(pkg.bin)]) {
       const path = target.replace(/^\.\//, '');
       if (path === 'package.json') continue;

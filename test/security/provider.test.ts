@@ -379,7 +379,9 @@ describe('forged and unsigned requests', () => {
       const context = ` (${r.method} ${path} ${JSON.stringify(headers).slice(0, 300)})`;
       checkAnswer(answer, context);
       assert.ok(answer.status === 401 || answer.status === 404, `answered ${answer.status}${context}: ${answer.text}`);
-      if (answer.status === 404) assert.deepEqual(answer.json, { message: 'host app: not found' }, `a provider route answered 404 before checking the signature${context}`);
+      // /v1/sso is unsigned by design: without SSO configured the router says so (JSON 404).
+      const ssoNotConfigured = r.path.startsWith('/v1/sso') && /not configured/.test(String((answer.json as { message?: unknown } | undefined)?.message));
+      if (answer.status === 404 && !ssoNotConfigured) assert.deepEqual(answer.json, { message: 'host app: not found' }, `a provider route answered 404 before checking the signature${context}`);
       assert.equal(h.totalCalls(), before, `a handler ran without a valid signature${context}`);
     }), runs(300));
     count.report();

@@ -197,17 +197,17 @@ describe('single sign-on against the fake connector', () => {
     assert.equal(record(await agent.get(`/dashboard/${RES_A}`)).status, 401, 'the expired login was removed');
   });
 
-  it('answers 502 when the connector is down or failing, and creates no session', async () => {
-    for (const [target, failure] of [
-      ['tokens', { drop: true }],
-      ['tokens', { status: 503 }],
-      ['resources', { status: 500 }],
-      ['resources', { drop: true }],
+  it('answers 401 when the code exchange fails, 502 when the resource check does, and creates no session', async () => {
+    for (const [target, failure, status] of [
+      ['tokens', { drop: true }, 401],
+      ['tokens', { status: 503 }, 401],
+      ['resources', { status: 500 }, 502],
+      ['resources', { drop: true }, 502],
     ] as const) {
       fake.setDown(target, failure);
       const { agent } = await visitor();
       const res = record(await agent.get('/v1/sso').query({ code: code(RES_A), resource_id: RES_A }));
-      assert.equal(res.status, 502, `${target} ${JSON.stringify(failure)}`);
+      assert.equal(res.status, status, `${target} ${JSON.stringify(failure)}`);
       assert.match(res.body.message as string, /try again/);
       assert.equal(sessionCookie(res), undefined);
       await assertNoLogin(agent);
@@ -340,12 +340,12 @@ describe('single sign-on with a stub connector', () => {
     assert.deepEqual(await storedTokens(store), []);
   });
 
-  it('answers 502 when the connector refuses the provider\'s client credentials', async () => {
+  it('answers 401 when the connector refuses the provider\'s client credentials', async () => {
     const { app } = stubApp({
       exchangeCode: () => Promise.reject(new ConnectorError('ERR_CONNECTOR_AUTH', 'refused', 401)),
       getResource: async (id) => ({ id }),
     });
-    assert.equal((await request(app).get('/v1/sso').query({ code: 'abc', resource_id: RES_A })).status, 502);
+    assert.equal((await request(app).get('/v1/sso').query({ code: 'abc', resource_id: RES_A })).status, 401);
   });
 
   it('answers 500 for an unexpected error from the connector client', async () => {

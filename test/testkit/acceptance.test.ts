@@ -25,8 +25,8 @@ async function startExample(masterPublicKey: string, connectorUrl: string, async
     MASTER_PUBLIC_KEY: masterPublicKey,
     CONNECTOR_URL: connectorUrl,
     ...CLIENT,
-    CLIENT_ID: CLIENT.clientId,
-    CLIENT_SECRET: CLIENT.clientSecret,
+    CONNECTOR_CLIENT_ID: CLIENT.clientId,
+    CONNECTOR_CLIENT_SECRET: CLIENT.clientSecret,
     LOG_LEVEL: 'silent',
     ...(asyncMode ? { EXAMPLE_ASYNC: '1', EXAMPLE_ASYNC_DELAY_MS: '50' } : {}),
   });

@@ -176,7 +176,7 @@ describe('embedded-marketplace CLI', () => {
   describe('test', () => {
     it('exits 0 against the example provider, with a pass line per case and a JSON report', async () => {
       const connectorPort = await freePort();
-      const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: toMasterKeyFile(key).public_key, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`, CLIENT_ID: CLIENT.id, CLIENT_SECRET: CLIENT.secret, LOG_LEVEL: 'silent' });
+      const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: toMasterKeyFile(key).public_key, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`, CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret, LOG_LEVEL: 'silent' });
       const target = await listen(provider.app);
       try {
         const out = await spawnCli(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--json', 'report.json', target.url], dir);
@@ -242,7 +242,7 @@ describe('embedded-marketplace CLI', () => {
     it('serves the simulator page on loopback and stops cleanly on SIGTERM', async () => {
       const child = spawn(process.execPath, ['--import', TSX, CLI, 'serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--new-plan', 'large', 'http://127.0.0.1:9'], {
         cwd: dir,
-        env: { PATH: process.env.PATH ?? '', CLIENT_ID: CLIENT.id, CLIENT_SECRET: CLIENT.secret },
+        env: { PATH: process.env.PATH ?? '', CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stdout = '';

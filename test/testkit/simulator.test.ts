@@ -26,8 +26,8 @@ async function setup(asyncMode: boolean): Promise<Setup> {
     STORE: 'memory',
     MASTER_PUBLIC_KEY: master.publicKey,
     CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`,
-    CLIENT_ID: CLIENT.clientId,
-    CLIENT_SECRET: CLIENT.clientSecret,
+    CONNECTOR_CLIENT_ID: CLIENT.clientId,
+    CONNECTOR_CLIENT_SECRET: CLIENT.clientSecret,
     LOG_LEVEL: 'silent',
     ...(asyncMode ? { EXAMPLE_ASYNC: '1', EXAMPLE_ASYNC_DELAY_MS: '50' } : {}),
   });

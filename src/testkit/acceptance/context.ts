@@ -197,7 +197,7 @@ export class RunContext {
       if (refused !== undefined) {
         record.callback = { id, status: refused.status, payload: redactBody(refused.body) };
         throw new CaseFailure(refused.status === 401
-          ? 'the callback was refused with 401: the provider must authenticate it with a Bearer token from the connector\'s client_credentials grant (check CLIENT_ID/CLIENT_SECRET against --client-id/--client-secret)'
+          ? 'the callback was refused with 401: the provider must authenticate it with a Bearer token from the connector\'s client_credentials grant (check CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET against --client-id/--client-secret)'
           : 'the callback was refused with 400: its body must be {"state": "done"|"error", "message": 3..256 characters, "credentials"?: {"KEY": "value"}} (credentials only for credential provisioning)');
       }
       if (Date.now() >= deadline) break;
@@ -207,7 +207,7 @@ export class RunContext {
     record.callback = { id, status: last?.status ?? 'none', ...(last === undefined ? {} : { payload: redactBody(last.body) }) };
     const tokens = this.connector.tokenRequests.filter((t) => t.status === 401);
     const hint = tokens.length > 0
-      ? ' The connector refused the provider\'s client credentials (invalid_client): check CLIENT_ID/CLIENT_SECRET.'
+      ? ' The connector refused the provider\'s client credentials (invalid_client): check CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET.'
       : ` The provider must PUT the outcome to X-Callback-URL (${this.connector.url}/v1/callbacks/…); is its CONNECTOR_URL ${this.connector.url}?`;
     throw new CaseFailure(`answered 202 but no callback was accepted within ${Math.round(timeoutMs / 1000)} s.${hint}`);
   }

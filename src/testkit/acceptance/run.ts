@@ -86,7 +86,7 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
   const clientId = raw.clientId === undefined ? undefined : requireNonEmptyString(FACTORY, raw, 'clientId');
   const clientSecret = raw.clientSecret === undefined ? undefined : requireNonEmptyString(FACTORY, raw, 'clientSecret');
   if (features.includes('sso') && raw.connector === undefined && (clientId === undefined || clientSecret === undefined)) {
-    throw new InvalidOptionsError(`${FACTORY}: options "clientId" and "clientSecret" (--client-id, --client-secret) are required for the sso feature: the provider's CLIENT_ID and CLIENT_SECRET; or exclude sso`);
+    throw new InvalidOptionsError(`${FACTORY}: options "clientId" and "clientSecret" (--client-id, --client-secret) are required for the sso feature: the provider's CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET; or exclude sso`);
   }
   const connectorPort = optionalPositiveNumber(FACTORY, raw, 'connectorPort', { allowZero: true }) ?? 0;
   if (!Number.isInteger(connectorPort) || connectorPort > 65535) throw new InvalidOptionsError(`${FACTORY}: option "connectorPort" must be a port number`);

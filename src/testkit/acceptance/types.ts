@@ -37,7 +37,7 @@ export interface AcceptanceOptions {
   conflictRegion?: string;
   /** Credential rotation strategy: `multiple` (swap: new set first) or `single` (replace: old set deleted first). Default `multiple`. */
   credential?: 'single' | 'multiple';
-  /** The OAuth client the provider uses at the connector (CLIENT_ID/CLIENT_SECRET). Required for `sso`; used for callbacks. */
+  /** The OAuth client the provider uses at the connector (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET). Required for `sso`; used for callbacks. */
   clientId?: string;
   clientSecret?: string;
   /** Port of the fake connector on 127.0.0.1 (the provider's CONNECTOR_URL). Default 0: any free port. */

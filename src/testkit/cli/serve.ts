@@ -19,8 +19,8 @@ runs the fake connector (the provider's CONNECTOR_URL) on 127.0.0.1:<connector p
   --new-plan NAME         another plan to offer for resizing (repeatable)
   --region NAME           region (default all::global)
   --credential MODE       single (rotation replaces) or multiple (rotation swaps; default)
-  --client-id ID          the provider's connector client id (default $CLIENT_ID)
-  --client-secret SECRET  the provider's connector client secret (default $CLIENT_SECRET)
+  --client-id ID          the provider's connector client id (default $CONNECTOR_CLIENT_ID)
+  --client-secret SECRET  the provider's connector client secret (default $CONNECTOR_CLIENT_SECRET)
   --connector-port PORT   port of the fake connector (default ${DEFAULT_CONNECTOR_PORT})
   --callback-timeout DUR  how long an action waits for a callback after a 202 (default 60s)
   --master-key FILE       the master key file (default ./masterkey.json)
@@ -51,9 +51,9 @@ export async function serveCommand(args: string[], io: CliIo, signal?: AbortSign
   if (values.product === undefined || values.plan === undefined) throw new UsageError('--product and --plan are required');
   const credential = values.credential ?? 'multiple';
   if (credential !== 'single' && credential !== 'multiple') throw new UsageError('--credential must be single or multiple');
-  const clientId = values['client-id'] ?? io.env.CLIENT_ID;
-  const clientSecret = values['client-secret'] ?? io.env.CLIENT_SECRET;
-  if (clientId === undefined || clientSecret === undefined) throw new UsageError('--client-id and --client-secret (or $CLIENT_ID and $CLIENT_SECRET) are required: the provider\'s connector client');
+  const clientId = values['client-id'] ?? io.env.CONNECTOR_CLIENT_ID;
+  const clientSecret = values['client-secret'] ?? io.env.CONNECTOR_CLIENT_SECRET;
+  if (clientId === undefined || clientSecret === undefined) throw new UsageError('--client-id and --client-secret (or $CONNECTOR_CLIENT_ID and $CONNECTOR_CLIENT_SECRET) are required: the provider\'s connector client');
   const port = portOption(values.port, '--port', DEFAULT_SERVE_PORT);
   const connectorPort = portOption(values['connector-port'], '--connector-port', DEFAULT_CONNECTOR_PORT);
   const callbackTimeoutMs = durationOption(values['callback-timeout'], '--callback-timeout', 60_000);

@@ -16,15 +16,15 @@ export const TEST_USAGE = `Usage: embedded-marketplace test [options] [URL]
 Runs the marketplace acceptance suite against the provider at URL (default ${DEFAULT_PROVIDER_URL}),
 signing with ./masterkey.json. The provider must run with MASTER_PUBLIC_KEY set to that file's
 public key and, for single sign-on and callbacks, CONNECTOR_URL=http://127.0.0.1:<connector port>
-with the same CLIENT_ID and CLIENT_SECRET as given here.
+with the same CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET as given here.
 
   --product NAME          product label to provision (required)
   --plan NAME             plan label to provision (required)
   --new-plan NAME         a second plan: plan change and plan conflict (required unless --exclude plan-change)
   --region NAME           region (default all::global)
   --credential MODE       single (rotation replaces) or multiple (rotation swaps; default)
-  --client-id ID          the provider's connector client id (default $CLIENT_ID)
-  --client-secret SECRET  the provider's connector client secret (default $CLIENT_SECRET)
+  --client-id ID          the provider's connector client id (default $CONNECTOR_CLIENT_ID)
+  --client-secret SECRET  the provider's connector client secret (default $CONNECTOR_CLIENT_SECRET)
   --connector-port PORT   port of the fake connector on 127.0.0.1 (default ${DEFAULT_CONNECTOR_PORT})
   --exclude FEATURE       leave out a feature and those depending on it (repeatable, or comma-separated):
                           ${FEATURES.join(', ')}
@@ -72,8 +72,8 @@ export async function testCommand(args: string[], io: CliIo): Promise<number> {
   }
   const connectorPort = portOption(values['connector-port'], '--connector-port', DEFAULT_CONNECTOR_PORT);
   const callbackTimeoutMs = durationOption(values['callback-timeout'], '--callback-timeout', 60_000);
-  const clientId = values['client-id'] ?? io.env.CLIENT_ID;
-  const clientSecret = values['client-secret'] ?? io.env.CLIENT_SECRET;
+  const clientId = values['client-id'] ?? io.env.CONNECTOR_CLIENT_ID;
+  const clientSecret = values['client-secret'] ?? io.env.CONNECTOR_CLIENT_SECRET;
   const key = loadMasterKey(io, values['master-key']);
 
   const jsonToStdout = values.json === '-';

@@ -22,6 +22,8 @@ export function renderPage(nonce: string): string {
   .entry { border-top: 1px solid #eee; padding: .5rem 0; }
   .entry pre { margin: .2rem 0; white-space: pre-wrap; word-break: break-all; font-size: 12px; background: #fafafa; padding: .3rem; }
   .ok { color: #08660d; } .bad { color: #b00020; }
+  #pending { min-height: 1.4em; color: #8a5a00; }
+  details summary { cursor: pointer; color: #444; }
 </style>
 </head>
 <body>
@@ -36,17 +38,22 @@ export function renderPage(nonce: string): string {
   <button id="resize" type="button">Resize</button>
   <button id="rotate" type="button">Rotate credentials</button>
   <button id="deprovision" type="button">Deprovision</button>
+  <button id="usage" type="button">Usage (measures)</button>
   <a id="sso" class="button" href="/sso" target="_blank" rel="noopener">Open dashboard (SSO)</a>
   <p id="status" role="status"></p>
+  <p id="pending" aria-live="polite"></p>
 </section>
 
 <section>
   <h2>Credentials</h2>
   <div id="credentials"><span class="muted">None.</span></div>
+  <p><button id="new-credentials" type="button">New credential set</button>
+  <button id="delete-credentials" type="button">Delete this set</button></p>
 </section>
 
 <section>
   <h2>Requests and answers</h2>
+  <p class="muted">Signed with test keys only (masterkey.json): the canonical string and the full signature are shown. <button id="clear-log" type="button">Clear log</button></p>
   <div id="log"><span class="muted">Nothing sent yet.</span></div>
 </section>
 
@@ -76,7 +83,9 @@ export function renderPage(nonce: string): string {
     var has = state.resource !== null;
     $('resource').textContent = has ? ('Resource ' + state.resource.id + ' on plan ' + state.resource.plan) : 'No resource yet.';
     $('provision').disabled = has;
-    ['resize', 'rotate', 'deprovision', 'plan'].forEach(function (id) { $(id).disabled = !has; });
+    ['resize', 'rotate', 'deprovision', 'plan', 'usage', 'new-credentials'].forEach(function (id) { $(id).disabled = !has; });
+    $('delete-credentials').disabled = !has || state.credentials === null;
+    renderPending(state.pending);
     $('sso').setAttribute('aria-disabled', has ? 'false' : 'true');
 
     var creds = $('credentials');
@@ -101,9 +110,49 @@ export function renderPage(nonce: string): string {
         Object.keys(entry.request.headers).map(function (h) { return h + ': ' + entry.request.headers[h]; }).join('\\n') +
         (entry.request.body === undefined ? '' : '\\n\\n' + JSON.stringify(entry.request.body, null, 2))));
       if (entry.response) box.appendChild(el('pre', '', entry.response.status + '\\n' + (entry.response.body === undefined ? '' : JSON.stringify(entry.response.body, null, 2))));
-      if (entry.callback) box.appendChild(el('pre', '', 'callback ' + entry.callback.id + ' → ' + entry.callback.status + (entry.callback.payload === undefined ? '' : '\\n' + JSON.stringify(entry.callback.payload, null, 2))));
+      if (entry.steps) box.appendChild(el('pre', 'steps', entry.steps.join('\\n')));
+      if (entry.callback) {
+        var tries = entry.callback.attempts || [];
+        box.appendChild(el('pre', 'callback', 'callback ' + entry.callback.id + ' → ' + entry.callback.status +
+          ' (' + tries.length + ' attempt' + (tries.length === 1 ? '' : 's') + (tries.length > 1 ? ': ' + tries.join(', ') : '') + ')' +
+          (entry.callback.payload === undefined ? '' : '\\n' + JSON.stringify(entry.callback.payload, null, 2))));
+      }
+      if (entry.signing) {
+        var details = el('details', 'signing');
+        details.appendChild(el('summary', '', 'Canonical string and signature'));
+        details.appendChild(el('pre', 'canonical', entry.signing.canonical));
+        details.appendChild(el('pre', 'signature', 'X-Signature: ' + entry.signing.signature));
+        box.appendChild(details);
+      }
+      if (entry.curl) {
+        var copy = el('button', 'copy-curl', 'Copy as curl');
+        copy.type = 'button';
+        var curlText = entry.curl;
+        copy.addEventListener('click', function () {
+          var done = function () { copy.textContent = 'Copied'; };
+          if (navigator.clipboard) navigator.clipboard.writeText(curlText).then(done, function () { copy.textContent = 'Select the command below'; });
+        });
+        box.appendChild(copy);
+        var curlDetails = el('details', 'curl');
+        curlDetails.appendChild(el('summary', '', 'curl (valid 5 minutes)'));
+        curlDetails.appendChild(el('pre', 'curl-command', curlText));
+        box.appendChild(curlDetails);
+      }
       log.appendChild(box);
     });
+  }
+
+  var countdown = null;
+  function renderPending(pending) {
+    if (countdown) { clearInterval(countdown); countdown = null; }
+    var p = $('pending');
+    if (!pending) { p.textContent = ''; return; }
+    var tick = function () {
+      var left = Math.max(0, Math.ceil((pending.deadline - Date.now()) / 1000));
+      p.textContent = pending.action + ': 202 accepted, waiting for callback ' + pending.callbackId + ' (' + left + ' s left)';
+    };
+    tick();
+    countdown = setInterval(tick, 1000);
   }
 
   function setStatus(text, error) {
@@ -114,9 +163,14 @@ export function renderPage(nonce: string): string {
 
   function act(action, body) {
     setStatus(action + '…', false);
-    ['provision', 'resize', 'rotate', 'deprovision'].forEach(function (id) { $(id).disabled = true; });
+    ['provision', 'resize', 'rotate', 'deprovision', 'usage', 'new-credentials', 'delete-credentials'].forEach(function (id) { $(id).disabled = true; });
+    // While the action runs (a 202 waits for its callback), poll the state for the pending banner.
+    var poll = setInterval(function () {
+      fetch('/api/state').then(function (r) { return r.json(); }).then(function (state) { renderPending(state.pending); });
+    }, 500);
     return fetch('/api/' + action, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body || {}) })
       .then(function (r) { return r.json(); })
+      .finally(function () { clearInterval(poll); })
       .then(function (answer) {
         if (answer.state) render(answer.state);
         setStatus(answer.ok ? action + ': done' : action + ' failed: ' + answer.message, !answer.ok);
@@ -128,6 +182,12 @@ export function renderPage(nonce: string): string {
   $('resize').addEventListener('click', function () { act('resize', { plan: $('plan').value }); });
   $('rotate').addEventListener('click', function () { act('rotate'); });
   $('deprovision').addEventListener('click', function () { act('deprovision'); });
+  $('usage').addEventListener('click', function () { act('usage'); });
+  $('new-credentials').addEventListener('click', function () { act('new-credentials'); });
+  $('delete-credentials').addEventListener('click', function () { act('delete-credentials'); });
+  $('clear-log').addEventListener('click', function () { act('clear-log'); });
+  // Back from the dashboard tab: show the single sign-on hop the server logged.
+  window.addEventListener('focus', function () { fetch('/api/state').then(function (r) { return r.json(); }).then(render); });
 
   fetch('/api/state').then(function (r) { return r.json(); }).then(render);
 })();

@@ -4,7 +4,9 @@ import type { Socket } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { InvalidOptionsError } from '../../errors.js';
 import { asOptionsObject, optionalPositiveNumber, rejectUnknownKeys, requireNonEmptyString } from '../../lib/options.js';
-import { newMarketplaceId, ProviderClient, redactBody, type Exchange } from '../acceptance/http.js';
+import { newMarketplaceId, ProviderClient, redactBody, type Exchange, type RequestSigner } from '../acceptance/http.js';
+import { canonicalRequest } from '../../signature/canonicalize.js';
+import { shellQuote } from '../cli/curl.js';
 import type { RecordedRequest, RecordedResponse } from '../acceptance/types.js';
 import { createFakeConnector, type FakeConnector } from '../fake-connector.js';
 import { createSigner } from '../signer.js';
@@ -24,7 +26,7 @@ export interface SimulatorOptions {
   region?: string;
   /** Rotation strategy: `multiple` swaps (new set first), `single` replaces. Default `multiple`. */
   credential?: 'single' | 'multiple';
-  /** The provider's connector client (CLIENT_ID/CLIENT_SECRET). */
+  /** The provider's connector client (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET). */
   clientId: string;
   clientSecret: string;
   /** Port of the fake connector on 127.0.0.1 (the provider's CONNECTOR_URL). Default 0: any free port. */
@@ -41,8 +43,18 @@ export interface SimulatorLogEntry {
   action: string;
   request: RecordedRequest;
   response?: RecordedResponse;
-  callback?: { id: string; status: number | 'dropped' | 'none'; payload?: unknown };
+  /** The callback of a 202: its id, the accepted attempt's status, and every attempt the fake connector received. */
+  callback?: { id: string; status: number | 'dropped' | 'none'; payload?: unknown; attempts?: (number | 'dropped')[] };
   error?: string;
+  /**
+   * How the request was signed: the canonical string and the full X-Signature. Shown because the
+   * simulator only ever signs with test keys (masterkey.json), never the marketplace's.
+   */
+  signing?: { canonical: string; signature: string };
+  /** The request as a ready-to-run curl command (its signature holds for the Date tolerance, 5 minutes). */
+  curl?: string;
+  /** Steps of a flow that is not one request (single sign-on: code issued, redirect). */
+  steps?: string[];
 }
 
 /** What the page shows. */
@@ -57,6 +69,8 @@ export interface SimulatorState {
   /** The current credential set, values in clear: this page is the marketplace showing them to their owner. */
   credentials: { id: string; values: Record<string, string> } | null;
   log: SimulatorLogEntry[];
+  /** An operation answered 202 and the page waits for its callback. */
+  pending: { action: string; callbackId: string; deadline: number } | null;
 }
 
 /** A running simulator. */
@@ -108,7 +122,7 @@ export function createSimulator(options: SimulatorOptions): Simulator {
   const given = raw.connector as FakeConnector | undefined;
   let client: ProviderClient;
   try {
-    client = new ProviderClient(providerUrl, createSigner({ masterPrivateKey }), 60_000);
+    client = new ProviderClient(providerUrl, capturing(createSigner({ masterPrivateKey })), 60_000);
   } catch (err) {
     if (err instanceof InvalidOptionsError) throw new InvalidOptionsError(err.message.replace('createSigner', FACTORY));
     throw new InvalidOptionsError(`${FACTORY}: option "providerUrl" must be an absolute http(s) URL`);
@@ -125,11 +139,36 @@ export function createSimulator(options: SimulatorOptions): Simulator {
     resource: null,
     credentials: null,
     log: [],
+    pending: null,
   };
   let busy = false;
+  // The last request the client signed, in full: for the canonical string, signature and curl.
+  let lastSigned: { input: Parameters<RequestSigner['sign']>[0]; headers: Record<string, string> } | undefined;
+
+  function capturing(signer: RequestSigner): RequestSigner {
+    return {
+      sign(input) {
+        const headers = signer.sign(input);
+        lastSigned = { input, headers };
+        return headers;
+      },
+    };
+  }
+
+  function signingOf(): Pick<SimulatorLogEntry, 'signing' | 'curl'> {
+    if (lastSigned === undefined) return {};
+    const { input, headers } = lastSigned;
+    const body = typeof input.body === 'string' ? Buffer.from(input.body) : input.body;
+    const signedHeaders = (headers['x-signed-headers'] ?? '').split(' ').filter((name) => name !== '');
+    const canonical = canonicalRequest({ method: input.method, url: input.url, headers, body, signedHeaders }).toString('utf8');
+    const words = ['curl', '-i', '-X', input.method, client.urlOf(input.url).href];
+    for (const [name, value] of Object.entries(headers)) if (name !== 'host') words.push('-H', `${name}: ${value}`);
+    if (body !== undefined && body.length > 0) words.push('--data-binary', Buffer.from(body).toString('utf8'));
+    return { signing: { canonical, signature: headers['x-signature'] ?? '' }, curl: words.map(shellQuote).join(' ') };
+  }
 
   function log(action: string, exchange: Exchange, callback?: SimulatorLogEntry['callback']): void {
-    state.log.unshift({ at: new Date().toISOString(), action, request: exchange.request, response: exchange.response, ...(callback === undefined ? {} : { callback }) });
+    state.log.unshift({ at: new Date().toISOString(), action, request: exchange.request, response: exchange.response, ...(callback === undefined ? {} : { callback }), ...signingOf() });
     state.log.length = Math.min(state.log.length, 100);
   }
 
@@ -139,18 +178,23 @@ export function createSimulator(options: SimulatorOptions): Simulator {
     const exchange = await client.send(method, path, body, { callback: { id: callbackId, url: connector.callbackUrl(callbackId) } });
     if (exchange.status === 202) {
       const deadline = Date.now() + callbackTimeoutMs;
+      // The page polls the state while it waits: it shows the callback id and a countdown.
+      state.pending = { action, callbackId, deadline };
       for (;;) {
         const attempts = connector.callbacks.filter((c) => c.id === callbackId);
         const accepted = attempts.find((c) => c.status === 204);
+        const tried = attempts.map((c) => c.status);
         if (accepted !== undefined) {
-          log(action, exchange, { id: callbackId, status: 204, payload: redactBody(accepted.body) });
+          state.pending = null;
+          log(action, exchange, { id: callbackId, status: 204, payload: redactBody(accepted.body), attempts: tried });
           const payload = accepted.body as Record<string, unknown>;
           if (payload.state !== 'done') throw new ActionFailed(`the provider reported an error: ${String(payload.message)}`);
           return payload;
         }
         if (Date.now() >= deadline) {
           const last = attempts.at(-1);
-          log(action, exchange, { id: callbackId, status: last?.status ?? 'none' });
+          state.pending = null;
+          log(action, exchange, { id: callbackId, status: last?.status ?? 'none', attempts: tried });
           throw new ActionFailed(`no callback within ${Math.round(callbackTimeoutMs / 1000)} s`);
         }
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -198,6 +242,28 @@ export function createSimulator(options: SimulatorOptions): Simulator {
         state.credentials = null;
         await issueCredentials(resource.id);
       }
+    },
+    async 'new-credentials'() {
+      const resource = requireResource();
+      await issueCredentials(resource.id);
+    },
+    async 'delete-credentials'() {
+      requireResource();
+      const current = state.credentials;
+      if (current === null) throw new ActionFailed('there is no credential set to delete');
+      await operate('delete credentials', 'DELETE', `/v1/credentials/${current.id}`, undefined, [204]);
+      state.credentials = null;
+    },
+    async usage() {
+      const resource = requireResource();
+      // The current UTC month so far, as the marketplace asks for billing.
+      const now = new Date();
+      const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().replace('.000Z', 'Z');
+      const end = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString().replace('.000Z', 'Z');
+      await operate('usage (measures)', 'GET', `/v1/resources/${resource.id}/measures?period_start=${encodeURIComponent(start)}&period_end=${encodeURIComponent(end)}`, undefined, [200, 204]);
+    },
+    async 'clear-log'() {
+      state.log = [];
     },
     async deprovision() {
       const resource = requireResource();
@@ -270,6 +336,19 @@ export function createSimulator(options: SimulatorOptions): Simulator {
     const code = connector.issueSsoCode({ resourceId: id });
     const target = client.urlOf('/v1/sso');
     target.search = `code=${encodeURIComponent(code)}&resource_id=${encodeURIComponent(id)}`;
+    // The hop as the page shows it; the code is single-use but still a secret until used.
+    const shown = target.href.replace(encodeURIComponent(code), '<code>');
+    state.log.unshift({
+      at: new Date().toISOString(),
+      action: 'single sign-on',
+      request: { method: 'GET', url: shown, headers: {} },
+      steps: [
+        `1. the fake connector issued a single-use code for resource ${id}`,
+        `2. the browser is redirected (302) to ${shown}`,
+        '3. the provider exchanges the code at the fake connector (POST /v1/oauth/tokens) and reads the resource',
+        '4. the provider answers 303 to its dashboard and sets its session cookie in the browser',
+      ],
+    });
     res.setHeader('Cache-Control', 'no-store');
     res.setHeader('Referrer-Policy', 'no-referrer');
     res.redirect(302, target.href);
