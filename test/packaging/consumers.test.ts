@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { NPM_ENV, packTarball } from '../helpers/pack.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { runAcceptance } from '../../src/testkit/acceptance/index.js';
 import { explain, failedIds, freePort } from '../testkit/helpers/harness.js';
@@ -19,7 +20,6 @@ const run = promisify(execFile);
 const root = new URL('../..', import.meta.url).pathname;
 const bin = (name: string) => join(root, 'node_modules', '.bin', name);
 const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-const NPM_ENV = { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', npm_config_loglevel: 'error' };
 const CLIENT = { clientId: 'consumer-client', clientSecret: 'consumer-client-secret-42' };
 
 let work: string;
@@ -27,9 +27,7 @@ let tarball: string;
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'em-consumers-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: root, env: NPM_ENV, timeout: 180_000, maxBuffer: 32 * 1024 * 1024 });
-  const report = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string }[];
-  tarball = join(work, report[0]!.filename);
+  ({ tarball } = await packTarball(work));
 });
 after(() => {
   if (work !== undefined) rmSync(work, { recursive: true, force: true });
