@@ -64,6 +64,11 @@ export interface LoadParams {
   warmup: number;
   /** Seconds of the measured run. */
   seconds: number;
+  /**
+   * Requests of the measured run instead of a duration (--quick): a run then always completes
+   * some requests, however busy the machine, where a short window might complete none.
+   */
+  amount?: number;
   /** Lowest rate the pool is sized for: a short warm-up underestimates a server that is still warming up. */
   minRate: number;
 }
@@ -131,9 +136,12 @@ async function run(params: LoadParams): Promise<LoadResult> {
   const signer = new BenchSigner(importKeyPair(params.master));
   const warm = await fire(params, signer, prepare(signer, params.host, params.warmup + params.connections), { amount: params.warmup });
   const warmupRate = warm.result.requests.total / Math.max(warm.result.duration, 0.001);
-  const poolSize = Math.min(400_000, Math.ceil(Math.max(warmupRate * 2, params.minRate) * params.seconds) + 4 * params.connections);
+  const poolSize =
+    params.amount !== undefined
+      ? params.amount + params.connections
+      : Math.min(400_000, Math.ceil(Math.max(warmupRate * 2, params.minRate) * params.seconds) + 4 * params.connections);
   const pool = prepare(signer, params.host, poolSize);
-  const { result, taken } = await fire(params, signer, pool, { seconds: params.seconds });
+  const { result, taken } = await fire(params, signer, pool, params.amount !== undefined ? { amount: params.amount } : { seconds: params.seconds });
   const statusCodes: Record<string, number> = {};
   for (const [code, stats] of Object.entries(result.statusCodeStats)) statusCodes[code] = stats.count;
   return {

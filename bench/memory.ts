@@ -1,7 +1,7 @@
 import { OperationEngine } from '../src/idempotency/engine.js';
+import { prepareOperation } from '../src/idempotency/operations.js';
+import { systemClock } from '../src/lib/clock.js';
 import { createLogger } from '../src/lib/logger.js';
-import { provisionSpec, type OperationDeps } from '../src/provider/operations.js';
-import { cleanFeatures, validateProvision } from '../src/provider/schemas.js';
 import { createVerifier, DEFAULT_ENDORSEMENT_CACHE_SIZE, type SignedRequest } from '../src/signature/index.js';
 import { memoryStore } from '../src/store/memory.js';
 import { serveCalls } from './lib/child.js';
@@ -28,11 +28,17 @@ export interface ResourcesResult {
 async function resources(params: { count: number }): Promise<ResourcesResult> {
   const logger = createLogger(false);
   const store = memoryStore();
-  const now = () => Date.now();
-  const engine = new OperationEngine({ store, owner: 'bench', now, leaseMs: 30_000, waitMs: 50_000, pendingDeadlineMs: 86_400_000, logger });
-  const deps: OperationDeps = {
+  const env = { catalog: undefined, validate: undefined, checkCallbackUrl: undefined };
+  const engine = new OperationEngine({
     store,
-    now,
+    env,
+    owner: 'bench',
+    clock: systemClock(),
+    leaseMs: 30_000,
+    waitMs: 50_000,
+    pendingDeadlineMs: 86_400_000,
+    replayTtlMs: 600_000,
+    callbacks: false,
     logger,
     handlers: {
       provision: () => 'Your generator is ready',
@@ -41,8 +47,7 @@ async function resources(params: { count: number }): Promise<ResourcesResult> {
       provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
       deprovisionCredentials: () => undefined,
     },
-    context: () => ({ callbackId: undefined, logger, complete: async () => undefined }),
-  };
+  });
 
   collect();
   const before = process.memoryUsage();
@@ -51,9 +56,8 @@ async function resources(params: { count: number }): Promise<ResourcesResult> {
   for (let i = 0; i < params.count; i++) {
     lastId = marketplaceId();
     const parsed: unknown = JSON.parse(`{"id":"${lastId}","plan":"low","product":"generator","region":"aws::us-east-1"}`);
-    const body = validateProvision(parsed);
-    const features = cleanFeatures(body.features);
-    const answer = await engine.execute(provisionSpec(deps, { id: lastId, product: body.product, plan: body.plan, region: body.region, features, body: parsed as Record<string, unknown> }, { callbackId: undefined, callbackUrl: undefined }, logger));
+    const call = { kind: 'provision' as const, id: lastId, body: parsed, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined };
+    const answer = await engine.execute(await prepareOperation(call, env));
     if (answer.status !== 201) throw new Error(`bench: provisioning answered ${answer.status}`);
   }
   const seconds = (performance.now() - started) / 1000;

@@ -3,7 +3,9 @@ import type { Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import express from 'express';
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import express, { type Request, type Response } from 'express';
+import { canonicalRequest } from '../src/signature/canonicalize.js';
 import { marketplaceRouter, type MarketplaceRouter } from '../src/provider/router.js';
 import { generateEncryptionKey } from '../src/store/crypto.js';
 import { memoryStore } from '../src/store/memory.js';
@@ -12,12 +14,13 @@ import { serveCalls } from './lib/child.js';
 import { CATALOG, marketplaceId } from './lib/requests.js';
 
 /**
- * The server under test, one process per configuration: a bare Express route (the baseline) or
- * the marketplace router on one of the stores. The router keeps its default logger; run.ts sets
+ * The server under test, one process per configuration: a bare Express route, the one-verify
+ * ceiling (the least any correct provider must do per signed request), or the marketplace router on
+ * one of the stores. The router keeps its default logger; run.ts sets
  * LOG_LEVEL=warn, so the per-request info line is off, as in a quiet production deployment.
  */
 
-export type ServerMode = 'bare' | 'memory' | 'sqlite' | 'postgres';
+export type ServerMode = 'bare' | 'ceiling' | 'memory' | 'sqlite' | 'postgres';
 
 export interface StartParams {
   mode: ServerMode;
@@ -52,6 +55,8 @@ async function start(params: StartParams): Promise<{ port: number }> {
       handled++;
       res.status(201).json({ message: 'Resource provisioned' });
     });
+  } else if (params.mode === 'ceiling') {
+    app.put('/v1/resources/:id', express.raw({ type: () => true }), ceilingRoute);
   } else {
     const store = await openStore(params);
     if (params.prefill !== undefined && params.prefill > 0) await prefill(store, params.prefill);
@@ -77,6 +82,36 @@ async function start(params: StartParams): Promise<{ port: number }> {
   });
   cpuStart = process.cpuUsage();
   return { port: (server.address() as AddressInfo).port };
+}
+
+// The live keys seen so far, imported once each (the router caches their endorsement likewise).
+const liveKeys = new Map<string, KeyObject>();
+
+/**
+ * The one-verify ceiling: raw body, the canonical form of the signed headers, ONE Ed25519
+ * verification of the request signature on libuv's thread pool (crypto.verify with a callback),
+ * JSON.parse, 201. No endorsement check, no validation, no store, no idempotency: what is left is
+ * the cost every correct implementation pays, so each store's throughput is reported as a fraction of it.
+ */
+function ceilingRoute(req: Request, res: Response): void {
+  const [signature = '', live = ''] = String(req.headers['x-signature'] ?? '').split(' ');
+  const signedHeaders = String(req.headers['x-signed-headers'] ?? '').split(' ');
+  const body = req.body as Buffer;
+  const canonical = canonicalRequest({ method: req.method, url: req.originalUrl, headers: req.headers as Record<string, string>, body, signedHeaders });
+  let key = liveKeys.get(live);
+  if (key === undefined) {
+    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: live }, format: 'jwk' });
+    liveKeys.set(live, key);
+  }
+  verify(null, canonical, key, Buffer.from(signature, 'base64url'), (error, valid) => {
+    if (error !== null || !valid) {
+      res.status(401).json({ message: 'Invalid signature' });
+      return;
+    }
+    const parsed = JSON.parse(body.toString('utf8')) as { id?: unknown };
+    handled++;
+    res.status(201).json({ message: `Resource ${String(parsed.id)} provisioned` });
+  });
 }
 
 async function openStore(params: StartParams): Promise<Store> {

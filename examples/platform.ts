@@ -1,17 +1,33 @@
 /**
  * Starts the example platform: `npm run example:platform`. Listens on 127.0.0.1:$PORT (default 4568).
  * Environment: PLATFORM_ACCESS_TOKEN (required), OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET and
- * MARKETPLACE_CALLBACK_URL (all three to serve the deprecated OAuth flow), SESSION_SECRET, LOG_LEVEL.
+ * MARKETPLACE_CALLBACK_URL (all three to serve the deprecated OAuth flow), SESSION_SECRET,
+ * EVENTS_SECRET, DATABASE_URL and DATABASE_SCHEMA (shared stores for several instances), LOG_LEVEL.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createPlatformApp, parsePort, PlatformConfigError } from './platform-app.js';
+import { postgresOAuthStore, postgresSeenEventStore } from '../src/store/postgres.js';
+import { createPlatformApp, parsePort, PlatformConfigError, type PlatformAppOptions } from './platform-app.js';
 
 let app: ReturnType<typeof createPlatformApp>;
 let port: number;
+let closeStores = async (): Promise<void> => undefined;
 try {
   port = parsePort(process.env.PORT);
-  app = createPlatformApp(process.env);
+  const databaseUrl = process.env.DATABASE_URL ?? '';
+  let stores: PlatformAppOptions['stores'];
+  if (databaseUrl !== '') {
+    // Several instances on one database behave as one: codes, tokens and seen events are shared.
+    const connection = { connectionString: databaseUrl, ...(process.env.DATABASE_SCHEMA ? { schema: process.env.DATABASE_SCHEMA } : {}) };
+    const oauth = postgresOAuthStore(connection);
+    const seen = postgresSeenEventStore(connection);
+    await Promise.all([oauth.ready(), seen.ready()]);
+    stores = { oauth, seen };
+    closeStores = async () => {
+      await Promise.all([oauth.close(), seen.close()]);
+    };
+  }
+  app = createPlatformApp(process.env, { stores });
 } catch (error) {
   if (!(error instanceof PlatformConfigError)) throw error;
   console.error(`example platform: ${error.message}`);
@@ -33,7 +49,9 @@ function shutdown(signal: string): void {
   if (stopping) return;
   stopping = true;
   console.log(`example platform: ${signal}, finishing requests in flight`);
-  server.close(() => process.exit(0));
+  server.close(() => {
+    closeStores().finally(() => process.exit(0));
+  });
   server.closeIdleConnections();
 }
 process.on('SIGTERM', () => shutdown('SIGTERM'));

@@ -43,7 +43,12 @@ export type ErrorCode =
   | 'ERR_FORBIDDEN'
   | 'ERR_NOT_FOUND'
   | 'ERR_CONFLICT'
+  /** 409: another operation with other properties holds the entity (or its resource); wait for its outcome. */
+  | 'ERR_OPERATION_CONFLICT'
+  /** 503: the same operation is still running past the wait limit; retrying later is safe. */
   | 'ERR_OPERATION_IN_PROGRESS'
+  /** 404: `complete()` found no pending operation for the target. */
+  | 'ERR_OPERATION_NOT_PENDING'
   /** 409: a PUT for an id that was deprovisioned (ids are never reused, so it is a replay). */
   | 'ERR_ENTITY_DELETED'
   // the provider's or the library's side

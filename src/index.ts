@@ -29,9 +29,17 @@ export { memoryStore } from './store/memory.js';
 export { generateEncryptionKey, DecryptionError } from './store/crypto.js';
 export { operationKey } from './store/types.js';
 export type * from './store/types.js';
+export type { OutboxStats as StoreOutboxStats } from './store/types.js';
 
 export * from './signature/index.js';
 export * from './connector/index.js';
 export * from './outbox/index.js';
+export type { OutboxStats } from './outbox/index.js';
 export * from './sso/index.js';
 export { createRedactingLogger, REDACT_PATHS } from './lib/logger.js';
+
+export { createHealthCheck, healthHandler } from './observability/health.js';
+export type { HealthCheckOptions, HealthReport, HealthSource, HealthStatus, HealthStore, OutboxHealth } from './observability/health.js';
+export { mountObservability } from './observability/mount.js';
+export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
+export type { MetricsOptions } from './observability/index.js';

@@ -1,185 +1,443 @@
-import { ConflictError, MarketplaceError, ServiceUnavailableError } from '../errors.js';
+import { randomBytes } from 'node:crypto';
+import { ConflictError, MarketplaceError, NotFoundError, safeMessage, ServiceUnavailableError } from '../errors.js';
+import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
-import type { ClaimResult, Mutation, OperationKind, OperationRecord, OperationRequest, Store } from '../store/types.js';
+import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
+import { ORPHAN_MESSAGE } from '../store/common.js';
+import type { CallbackPayload, CommitInput, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
+import type { Completion, HandlerContext, ProviderHandlers } from '../provider/types.js';
+import { OPERATIONS, outcomeOf, type Answer, type Entity, type PreparedOperation, type Settled, type TableEnv } from './operations.js';
 
-/** An HTTP answer the router sends as is. */
-export interface Answer {
-  status: number;
-  body?: unknown;
-}
-
-/** What running a handler produced. */
-export type RunOutcome =
-  | { type: 'done'; answer: Answer; mutation: Mutation }
-  | { type: 'accepted'; message: string };
-
-/**
- * One state-changing request, described for the engine. `decide` runs while the caller holds the
- * entity's operation, so what it reads cannot change under it; it returns the final answer when no
- * work is needed (a replay, a 404, a 409) or `undefined` to run the handler.
- */
-export interface OperationSpec {
-  key: string;
-  kind: OperationKind;
-  targetId: string;
-  fingerprint: string;
-  request: OperationRequest;
-  callbackId: string | undefined;
-  callbackUrl: string | undefined;
-  decide(): Promise<Answer | undefined>;
-  run(): Promise<RunOutcome>;
-}
+export type { Answer } from './operations.js';
 
 export interface EngineOptions {
   store: Store;
+  handlers: ProviderHandlers;
+  env: TableEnv;
+  /** Identifies this process in operation records. */
   owner: string;
-  now: () => number;
+  clock: Clock;
   /** How long a claim lives without renewal; a crashed process's claims lapse after this. */
   leaseMs: number;
-  /** How long a request waits for the handler (its own or a duplicate's) before answering 503. */
+  /** How long a request waits for the handler (its own or a duplicate's) before answering. */
   waitMs: number;
   /** The 24 h callback deadline (section 8). */
   pendingDeadlineMs: number;
+  /** How long the answer to a signed request is kept against its signature (at least twice the Date tolerance). */
+  replayTtlMs: number;
+  /**
+   * Whether callbacks can be sent (a connector is configured). Then a handler still running at
+   * `waitMs` on a request with callback headers is handed over to the callback: 202 now, the outcome
+   * delivered by the outbox when the handler finishes.
+   */
+  callbacks: boolean;
+  /** Called after a commit enqueued a callback (wakes the outbox). */
+  onDelivery?: () => void;
   logger: Logger;
+  instrumentation?: Instrumentation;
 }
 
-/** Raised when a duplicate waited longer than `waitMs`: the first request is still working. */
-class StillWorkingError extends ServiceUnavailableError {
+/** Which entity a `complete` call finishes. */
+export interface CompletionTarget {
+  entity: 'resource' | 'credential';
+  id: string;
+}
+
+/** 503: the operation (this request's or an identical one's) is still running past the wait limit; retrying is safe. */
+export class OperationInProgressError extends ServiceUnavailableError {
   constructor() {
     super('The operation is still in progress, retry later', 'ERR_OPERATION_IN_PROGRESS');
   }
 }
 
-/**
- * Runs operations so that identical requests, concurrent or repeated, call the handler once, and a
- * crash at any point leaves the operation retryable, never reported done.
- *
- * Every write request claims the entity's operation record first (store.claimOperation is atomic
- * in every adapter), then decides from the entity's state. Concurrent duplicates in this process
- * wait on the first one's promise; in other processes they poll the store until the claim is
- * released or its lease lapses.
- */
-export class OperationEngine {
-  readonly #options: EngineOptions;
-  readonly #inflight = new Map<string, Promise<unknown>>();
-
-  constructor(options: EngineOptions) {
-    this.#options = options;
-  }
-
-  async execute(spec: OperationSpec): Promise<Answer> {
-    const { store, now } = this.#options;
-    const waitUntil = now() + this.#options.waitMs;
-    for (let attempt = 0; ; attempt++) {
-      const claim: ClaimResult = await store.claimOperation({
-        key: spec.key,
-        kind: spec.kind,
-        targetId: spec.targetId,
-        fingerprint: spec.fingerprint,
-        request: spec.request,
-        owner: this.#options.owner,
-        now: now(),
-        leaseMs: this.#options.leaseMs,
-      });
-      if (claim.outcome === 'claimed') return this.#runClaimed(spec, claim.operation, waitUntil);
-
-      const busy = claim.operation;
-      if (busy.fingerprint !== spec.fingerprint) {
-        throw new ConflictError(conflictMessage(busy), 'ERR_OPERATION_IN_PROGRESS');
-      }
-      if (busy.state === 'pending') return { status: 202, body: { message: busy.message ?? 'The operation is in progress' } };
-      if (now() >= waitUntil) throw new StillWorkingError();
-      await this.#waitFor(spec.key, attempt, waitUntil);
-    }
-  }
-
-  async #runClaimed(spec: OperationSpec, operation: OperationRecord, waitUntil: number): Promise<Answer> {
-    const work = this.#holdAndRun(spec, operation);
-    this.#inflight.set(spec.key, work);
-    void work.finally(() => {
-      if (this.#inflight.get(spec.key) === work) this.#inflight.delete(spec.key);
-    }).catch(() => undefined);
-
-    // The handler keeps its claim (renewed) past the wait limit and commits when it finishes; this
-    // request only stops waiting, so the marketplace's retry later finds the stored outcome.
-    const remaining = waitUntil - this.#options.now();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new StillWorkingError()), Math.max(0, remaining));
-      timer.unref();
-    });
-    try {
-      return await Promise.race([work, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  async #holdAndRun(spec: OperationSpec, operation: OperationRecord): Promise<Answer> {
-    const { store, now, leaseMs, logger } = this.#options;
-    const { key, token } = operation;
-    let settled = false;
-    const heartbeat = setInterval(() => {
-      store.renewOperation(key, token, now() + leaseMs).then(
-        (held) => {
-          if (!held && !settled) logger.error({ key, kind: spec.kind }, 'operation lease lost while the handler was running');
-        },
-        (error: unknown) => logger.warn({ key, err: errorSummary(error) }, 'could not renew operation lease'),
-      );
-    }, Math.max(10, Math.floor(leaseMs / 3)));
-    heartbeat.unref();
-
-    try {
-      // decide() runs under the claim, so what it reads cannot change before the commit.
-      const decided = await spec.decide();
-      if (decided !== undefined) {
-        settled = true;
-        await store.releaseOperation(key, token);
-        return decided;
-      }
-      const outcome = await spec.run();
-      settled = true;
-      if (outcome.type === 'accepted') {
-        const pending = {
-          message: outcome.message,
-          deadlineAt: now() + this.#options.pendingDeadlineMs,
-          ...(spec.callbackId === undefined ? {} : { callbackId: spec.callbackId }),
-          ...(spec.callbackUrl === undefined ? {} : { callbackUrl: spec.callbackUrl }),
-        };
-        await store.markOperationPending(key, token, pending);
-        return { status: 202, body: { message: outcome.message } };
-      }
-      await store.commitOperation(key, token, { mutation: outcome.mutation });
-      return outcome.answer;
-    } catch (error) {
-      settled = true;
-      // A 404/409 decision, a refusal, a failure or a failed commit changes nothing (commits are all
-      // or nothing): drop the claim so the next request starts clean instead of waiting out the lease.
-      await store.releaseOperation(key, token).catch((releaseError: unknown) => {
-        logger.warn({ key, err: errorSummary(releaseError) }, 'could not release operation; it lapses with its lease');
-      });
-      throw error;
-    } finally {
-      clearInterval(heartbeat);
-    }
-  }
-
-  async #waitFor(key: string, attempt: number, waitUntil: number): Promise<void> {
-    const local = this.#inflight.get(key);
-    if (local !== undefined) {
-      await local.catch(() => undefined);
-      return;
-    }
-    // Another process holds it: poll with a growing interval, bounded by the wait limit.
-    const delay = Math.min(25 * 2 ** Math.min(attempt, 5), 500, Math.max(1, waitUntil - this.#options.now()));
-    await new Promise((resolve) => setTimeout(resolve, delay).unref());
+/** 409: another operation holds the entity (or its resource), with other properties. */
+export class OperationConflictError extends ConflictError {
+  constructor(holder: OperationRecord) {
+    super(
+      holder.state === 'pending' ? 'Another operation on this entity is pending; wait for its outcome' : 'Another operation on this entity is in progress',
+      'ERR_OPERATION_CONFLICT',
+    );
   }
 }
 
-function conflictMessage(operation: OperationRecord): string {
-  return operation.state === 'pending'
-    ? 'Another operation on this entity is pending; wait for its outcome'
-    : 'Another operation on this entity is in progress';
+/** The answer given when a handler is handed over to the callback at the wait limit. */
+export const HANDOFF_MESSAGE = 'The operation is taking longer than expected; its outcome will follow by callback';
+/** The callback message of a handed-over operation that failed unexpectedly (the reason is logged). */
+const FAILED_MESSAGE = 'The provider could not complete the operation';
+const TIMEOUT = Symbol('timeout');
+const REPLAY_PRUNE_INTERVAL_MS = 60_000;
+
+/**
+ * Where a claimed operation is: `running` (the handler may still be handed over to the callback),
+ * `committing` (its outcome is being written: this request answers it), or `handedOff` (this request
+ * answered 202 and the outcome goes out by callback).
+ */
+interface Progress {
+  phase: 'running' | 'committing' | 'handedOff';
+  handedOffAt: number;
+}
+
+/**
+ * Drives the operation table (operations.ts) so that identical requests, concurrent or repeated,
+ * call the handler once; a replayed signed request answers what it answered first; a resource's
+ * deletion and the operations on its credentials never interleave; and a crash at any point leaves
+ * the operation retryable, never reported done.
+ *
+ * Each request: one claim (which answers a replay, or reads the snapshot `decide` needs), the
+ * handler, one commit. Concurrent duplicates in this process wait on the first one's promise; in
+ * other processes they poll the store until the claim is released or its lease lapses.
+ */
+export class OperationEngine {
+  readonly #options: EngineOptions;
+  readonly #instrumentation: Instrumentation;
+  readonly #inflight = new Map<string, Promise<unknown>>();
+  /** Keys whose handler was handed over to the callback: identical repeats answer 202 meanwhile. */
+  readonly #handedOff = new Map<string, Answer>();
+  #lastReplayPrune = 0;
+
+  constructor(options: EngineOptions) {
+    this.#options = options;
+    this.#instrumentation = options.instrumentation ?? noInstrumentation;
+  }
+
+  /** Runs one prepared operation to its answer. */
+  execute(operation: PreparedOperation): Promise<Answer> {
+    return this.#instrumentation.span(
+      'marketplace.operation',
+      { kind: operation.kind, entityId: operation.targetId, callbackId: operation.callbackId },
+      () => this.#execute(operation),
+    );
+  }
+
+  async #execute(original: PreparedOperation): Promise<Answer> {
+    const { store, clock } = this.#options;
+    const deadline = clock.now() + this.#options.waitMs;
+    let op = original;
+    let recorded: RecordedAnswer | undefined;
+    for (let attempt = 0; ; attempt++) {
+      const claim = await store.claimOperation({
+        key: op.key,
+        kind: op.kind,
+        targetId: op.targetId,
+        fingerprint: op.fingerprint,
+        request: op.request,
+        owner: this.#options.owner,
+        now: clock.now(),
+        leaseMs: this.#options.leaseMs,
+        ...(op.parentId === undefined ? {} : { parentId: op.parentId }),
+        ...(op.requestId === undefined ? {} : { requestId: op.requestId }),
+      });
+      if (claim.outcome === 'replayed') {
+        // This exact signed request ran before. Its identical repeat (the marketplace retrying within
+        // the same second signs the same bytes) still gets today's answer when that needs no work
+        // (404 after a DELETE, the stored 201): claim again for the snapshot. Whatever would run the
+        // handler again answers what it answered first instead.
+        recorded = claim.answer;
+        op = { ...op, requestId: undefined };
+        continue;
+      }
+      if (claim.outcome === 'claimed') return this.#runClaimed(op, claim.operation, claim.snapshot, deadline, recorded);
+
+      const holder = claim.operation;
+      if (claim.outcome === 'busy') {
+        if (holder.fingerprint !== op.fingerprint) throw new OperationConflictError(holder);
+        if (holder.state === 'pending') return { status: 202, body: { message: holder.message ?? 'The operation is in progress' } };
+        const handedOff = this.#handedOff.get(op.key);
+        if (handedOff !== undefined) return handedOff;
+      } else if (holder.state === 'pending') {
+        // Blocked by a pending deprovision of the parent resource (it may last hours): no waiting.
+        throw new OperationConflictError(holder);
+      }
+      // The same request running, or the other side of the parent/child exclusion: wait for it.
+      if (clock.now() >= deadline) throw new OperationInProgressError();
+      await this.#waitFor(holder.key, attempt, deadline);
+    }
+  }
+
+  async #runClaimed(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, deadline: number, recorded: RecordedAnswer | undefined): Promise<Answer> {
+    const progress: Progress = { phase: 'running', handedOffAt: 0 };
+    const work = this.#hold(op, operation, snapshot, progress, recorded);
+    this.#inflight.set(op.key, work);
+    void work
+      .finally(() => {
+        if (this.#inflight.get(op.key) === work) this.#inflight.delete(op.key);
+        this.#handedOff.delete(op.key);
+      })
+      .catch(() => undefined);
+
+    const { clock } = this.#options;
+    const stop = new AbortController();
+    try {
+      const first = await Promise.race([work, clock.sleep(deadline - clock.now(), stop.signal).then((): typeof TIMEOUT => TIMEOUT)]);
+      if (first !== TIMEOUT) return first;
+      // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes.
+      if (progress.phase === 'committing') return await work;
+      if (this.#options.callbacks && op.callbackId !== undefined && op.callbackUrl !== undefined) {
+        progress.phase = 'handedOff';
+        progress.handedOffAt = clock.now();
+        const answer: Answer = { status: 202, body: { message: HANDOFF_MESSAGE } };
+        this.#handedOff.set(op.key, answer);
+        this.#options.logger.info({ key: op.key, kind: op.kind, callbackId: op.callbackId }, 'handler past the wait limit: answered 202, the outcome follows by callback');
+        return answer;
+      }
+      // Without callback headers the marketplace's retry later finds the stored outcome.
+      throw new OperationInProgressError();
+    } finally {
+      stop.abort();
+    }
+  }
+
+  async #hold(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, progress: Progress, recorded: RecordedAnswer | undefined): Promise<Answer> {
+    const descriptor = OPERATIONS[op.kind];
+    const { clock, logger } = this.#options;
+    const stopRenewing = this.#keepLease(op, operation);
+    try {
+      let settled: Settled;
+      try {
+        const decision = await descriptor.decide(op.targetId, op.request, snapshot, this.#options.env);
+        if (decision.type === 'answer' || recorded !== undefined) {
+          const answer = decision.type === 'answer' ? decision.answer : recorded!;
+          settled = { mutation: { type: 'none' }, answer, payload: payloadOf(answer, descriptor.defaultMessage) };
+        } else {
+          const result = await this.#invoke(op, decision.entity);
+          const outcome = outcomeOf(op.kind, result);
+          if (outcome === 'accepted') return await this.#markPending(op, operation, progress, (result as { message: string }).message);
+          settled = descriptor.settle(op.targetId, op.request, decision.entity, outcome, clock.now(), logger);
+        }
+      } catch (error) {
+        return await this.#refused(op, operation, progress, error);
+      }
+      return await this.#commit(op, operation, progress, settled);
+    } finally {
+      stopRenewing();
+    }
+  }
+
+  async #invoke(op: PreparedOperation, entity: Entity): Promise<unknown> {
+    const { handlers, logger } = this.#options;
+    const target = { entity: op.entity, id: op.targetId };
+    const context: HandlerContext = {
+      callbackId: op.callbackId,
+      reqId: op.reqId,
+      logger: logger.child({
+        entity: op.entity,
+        id: op.targetId,
+        ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
+        ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
+      }),
+      complete: (completion) => this.complete(target, completion),
+    };
+    const started = performance.now();
+    let outcome: HandlerOutcome = 'failed';
+    try {
+      const result = await this.#instrumentation.span('marketplace.handler', { kind: op.kind }, () =>
+        OPERATIONS[op.kind].invoke(handlers, op, entity, context),
+      );
+      outcome = outcomeOf(op.kind, result) === 'accepted' ? 'accepted' : 'done';
+      return result;
+    } catch (error) {
+      if (error instanceof MarketplaceError && error.status < 500) outcome = 'refused';
+      throw error;
+    } finally {
+      this.#instrumentation.handler({ operation: op.kind, outcome, seconds: (performance.now() - started) / 1000 });
+    }
+  }
+
+  /** Commits a finished operation: its mutation with the answer recorded for a replay, or its callback when handed over. */
+  async #commit(op: PreparedOperation, operation: OperationRecord, progress: Progress, settled: Settled): Promise<Answer> {
+    if (progress.phase === 'running') progress.phase = 'committing';
+    const handedOff = progress.phase === 'handedOff';
+    const answer = handedOff ? this.#handedOff.get(op.key) ?? settled.answer : settled.answer;
+    const delivery = handedOff ? this.#delivery(op, settled.payload, progress.handedOffAt + this.#options.pendingDeadlineMs) : undefined;
+    const commit: CommitInput = {
+      mutation: settled.mutation,
+      ...(delivery === undefined ? {} : { delivery }),
+      ...this.#replay(op, answer),
+      ...(settled.mutation.type === 'deleteResource' ? { orphanMessage: ORPHAN_MESSAGE } : {}),
+    };
+    try {
+      await this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit));
+    } catch (error) {
+      // Nothing was written (commits are all or nothing): report or release, then answer the error.
+      return await this.#refused(op, operation, progress, error);
+    }
+    if (delivery !== undefined) this.#options.onDelivery?.();
+    this.#pruneReplays();
+    return answer;
+  }
+
+  /**
+   * A decision (404, 409), a refusal, a failure or a failed commit. A refusal (status below 500) is
+   * final: it is recorded against the signature. Anything else drops the claim so the next request
+   * starts clean instead of waiting out the lease. After a hand-over the marketplace waits for a
+   * callback, so the claim is closed with an `error` callback instead.
+   */
+  async #refused(op: PreparedOperation, operation: OperationRecord, progress: Progress, error: unknown): Promise<never> {
+    if (progress.phase === 'running') progress.phase = 'committing';
+    const { store, logger } = this.#options;
+    const refusal = error instanceof MarketplaceError && error.status < 500 ? error : undefined;
+    let commit: CommitInput | undefined;
+    if (progress.phase === 'handedOff') {
+      if (refusal === undefined) logger.error({ key: op.key, kind: op.kind, err: errorSummary(error) }, 'handed-over operation failed; reporting an error by callback');
+      const payload: CallbackPayload = { state: 'error', message: refusal?.message ?? FAILED_MESSAGE };
+      const delivery = this.#delivery(op, payload, progress.handedOffAt + this.#options.pendingDeadlineMs);
+      commit = { mutation: { type: 'none' }, ...(delivery === undefined ? {} : { delivery }) };
+    } else if (refusal !== undefined && op.requestId !== undefined && !(error instanceof OperationConflictError)) {
+      commit = { mutation: { type: 'none' }, ...this.#replay(op, { status: refusal.status, body: { message: refusal.message } }) };
+    }
+    try {
+      if (commit === undefined) await store.releaseOperation(operation.key, operation.token);
+      else {
+        await store.commitOperation(operation.key, operation.token, commit);
+        if (commit.delivery !== undefined) this.#options.onDelivery?.();
+      }
+    } catch (closeError) {
+      logger.warn({ key: op.key, err: errorSummary(closeError) }, 'could not release operation; it lapses with its lease');
+    }
+    throw error;
+  }
+
+  async #markPending(op: PreparedOperation, operation: OperationRecord, progress: Progress, message: string): Promise<Answer> {
+    if (progress.phase === 'running') progress.phase = 'committing';
+    const { clock, store } = this.#options;
+    const handedOff = progress.phase === 'handedOff';
+    const answer: Answer = handedOff ? this.#handedOff.get(op.key)! : { status: 202, body: { message } };
+    try {
+      await store.markOperationPending(operation.key, operation.token, {
+        message,
+        deadlineAt: (handedOff ? progress.handedOffAt : clock.now()) + this.#options.pendingDeadlineMs,
+        ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
+        ...(op.callbackUrl === undefined ? {} : { callbackUrl: op.callbackUrl }),
+        ...this.#replay(op, answer),
+      });
+    } catch (error) {
+      return await this.#refused(op, operation, progress, error);
+    }
+    return answer;
+  }
+
+  /** Renews the claim while the handler works, on the engine's clock; returns the stop function. */
+  #keepLease(op: PreparedOperation, operation: OperationRecord): () => void {
+    const { store, clock, leaseMs, logger } = this.#options;
+    const stop = new AbortController();
+    void (async () => {
+      const every = Math.max(10, Math.floor(leaseMs / 3));
+      for (;;) {
+        await clock.sleep(every, stop.signal);
+        if (stop.signal.aborted) return;
+        try {
+          const held = await store.renewOperation(operation.key, operation.token, clock.now() + leaseMs);
+          if (!held && !stop.signal.aborted) logger.error({ key: op.key, kind: op.kind }, 'operation lease lost while the handler was running');
+        } catch (error) {
+          logger.warn({ key: op.key, err: errorSummary(error) }, 'could not renew operation lease');
+        }
+      }
+    })();
+    return () => stop.abort();
+  }
+
+  async #waitFor(key: string, attempt: number, deadline: number): Promise<void> {
+    const { clock } = this.#options;
+    const stop = new AbortController();
+    const remaining = Math.max(1, deadline - clock.now());
+    try {
+      const local = this.#inflight.get(key);
+      if (local !== undefined) {
+        await Promise.race([local.catch(() => undefined), clock.sleep(remaining, stop.signal)]);
+        return;
+      }
+      // Another process holds it: poll with a growing interval, bounded by the wait limit.
+      await clock.sleep(Math.min(25 * 2 ** Math.min(attempt, 5), 500, remaining), stop.signal);
+    } finally {
+      stop.abort();
+    }
+  }
+
+  #replay(op: PreparedOperation, answer: RecordedAnswer): Pick<CommitInput, 'replay'> {
+    if (op.requestId === undefined) return {};
+    return { replay: { requestId: op.requestId, answer, expiresAt: this.#options.clock.now() + this.#options.replayTtlMs } };
+  }
+
+  #delivery(op: Pick<OperationRecord, 'callbackId' | 'callbackUrl'>, payload: CallbackPayload, deadlineAt: number): NewDelivery | undefined {
+    if (op.callbackId === undefined || op.callbackUrl === undefined) return undefined;
+    const safe = { ...payload, message: safeMessage(payload.message) };
+    return { id: randomBytes(12).toString('base64url'), callbackId: op.callbackId, url: op.callbackUrl, payload: safe, createdAt: this.#options.clock.now(), deadlineAt };
+  }
+
+  #commitSpan<T>(op: PreparedOperation | OperationRecord, fn: () => Promise<T>): Promise<T> {
+    return this.#instrumentation.span('marketplace.store.commit', { kind: op.kind }, fn);
+  }
+
+  /** Replay records past their time go at most once a minute, off the request path. */
+  #pruneReplays(): void {
+    const { store, clock, logger } = this.#options;
+    const now = clock.now();
+    if (now - this.#lastReplayPrune < REPLAY_PRUNE_INTERVAL_MS) return;
+    this.#lastReplayPrune = now;
+    store.pruneReplays(now).catch((error: unknown) => logger.warn({ err: errorSummary(error) }, 'could not prune replay records'));
+  }
+
+  /**
+   * Finishes a pending (202) operation: the outcome settled by the same table as the synchronous
+   * path, committed with its callback in one store commit.
+   *
+   * Rejects with NotFoundError (`ERR_OPERATION_NOT_PENDING`) when no operation is pending for the
+   * target: completed already, abandoned after its 24 h deadline, or, for a credential operation,
+   * closed because its resource was deprovisioned (the marketplace then received an `error`
+   * callback "The resource was deprovisioned").
+   */
+  async complete(target: CompletionTarget, completion: Completion): Promise<void> {
+    const { store, clock, logger } = this.#options;
+    if (target === null || typeof target !== 'object' || (target.entity !== 'resource' && target.entity !== 'credential') || typeof target.id !== 'string') {
+      throw new TypeError('complete: target must be { entity: "resource" | "credential", id }');
+    }
+    if (completion === null || typeof completion !== 'object' || (completion.state !== 'done' && completion.state !== 'error')) {
+      throw new TypeError('complete: completion must be { state: "done" | "error", message?, credentials? }');
+    }
+    const key = `${target.entity}:${target.id}`;
+    const operation = await store.getOperation(key);
+    if (operation === undefined || operation.state !== 'pending') {
+      throw new NotFoundError(
+        `No pending operation for ${target.entity} ${target.id} (completed already, past its deadline, or its resource was deprovisioned)`,
+        'ERR_OPERATION_NOT_PENDING',
+      );
+    }
+    const descriptor = OPERATIONS[operation.kind];
+    let settled: Pick<Settled, 'mutation' | 'payload'>;
+    if (completion.state === 'done') {
+      const entity = (await descriptor.reload?.(store, operation.targetId)) ?? {};
+      const outcome = outcomeOf(operation.kind, completion);
+      if (outcome === 'accepted') throw new TypeError('complete: a completion cannot be accepted(...)');
+      settled = descriptor.settle(operation.targetId, operation.request, entity, outcome, clock.now(), logger);
+    } else {
+      if (typeof completion.message !== 'string' || completion.message.trim().length < 3) {
+        throw new TypeError('complete: an error completion needs a message of 3 to 256 characters for the user');
+      }
+      // A failed operation leaves nothing behind, no tombstone either: the marketplace's retry starts clean.
+      settled = { mutation: { type: 'none' }, payload: { state: 'error', message: completion.message } };
+    }
+    const delivery = this.#delivery(operation, settled.payload, operation.deadlineAt ?? clock.now() + this.#options.pendingDeadlineMs);
+    if (delivery === undefined) {
+      logger.warn({ key, kind: operation.kind }, 'completed an operation that carried no callback headers: the marketplace learns the outcome when it repeats the request');
+    }
+    await this.#commitSpan(operation, () =>
+      store.commitOperation(key, operation.token, {
+        mutation: settled.mutation,
+        ...(delivery === undefined ? {} : { delivery }),
+        ...(settled.mutation.type === 'deleteResource' ? { orphanMessage: ORPHAN_MESSAGE } : {}),
+      }),
+    );
+    logger.info({ key, kind: operation.kind, state: completion.state, callbackId: operation.callbackId }, 'long-running operation completed');
+    if (delivery !== undefined) this.#options.onDelivery?.();
+  }
+}
+
+/** The callback payload of an answer decided without the handler (after a hand-over). */
+function payloadOf(answer: Answer, fallback: string): CallbackPayload {
+  const body = (answer.body ?? {}) as { message?: unknown; credentials?: unknown };
+  const message = typeof body.message === 'string' ? body.message : fallback;
+  if (answer.status >= 400) return { state: 'error', message };
+  return { state: 'done', message, ...(body.credentials === undefined ? {} : { credentials: body.credentials as Record<string, string> }) };
 }
 
 /** Error text safe for logs: class, code and message only (our messages never carry secrets). */

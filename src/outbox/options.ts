@@ -1,3 +1,4 @@
+import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
 import {
   asOptionsObject,
   integerOption,
@@ -15,7 +16,7 @@ import type { SendCallback } from './types.js';
 const FACTORY = 'createOutbox';
 const OPTION_KEYS = [
   'store', 'send', 'owner', 'pollIntervalMs', 'leaseMs', 'sendTimeoutMs', 'batchSize', 'concurrency', 'backoff',
-  'now', 'random', 'logger',
+  'now', 'random', 'logger', 'instrumentation',
 ] as const;
 const BACKOFF_KEYS = ['baseMs', 'maxMs', 'factor', 'jitter'] as const;
 const STORE_METHODS = ['claimDeliveries', 'completeDelivery', 'retryDelivery', 'failDelivery'] as const;
@@ -38,6 +39,7 @@ export interface ResolvedOutboxOptions {
   now: () => number;
   random: () => number;
   logger: Logger | false | undefined;
+  instrumentation: Instrumentation;
 }
 
 /** Validates the options of createOutbox; throws InvalidOptionsError with a hint on the first problem. */
@@ -81,6 +83,7 @@ export function resolveOutboxOptions(input: unknown): ResolvedOutboxOptions {
     now: optionalFunction<() => number>(FACTORY, options, 'now') ?? Date.now,
     random: optionalFunction<() => number>(FACTORY, options, 'random') ?? Math.random,
     logger: optionalLogger<Logger>(FACTORY, options),
+    instrumentation: (options.instrumentation as Instrumentation | undefined) ?? noInstrumentation,
   };
 }
 

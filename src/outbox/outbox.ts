@@ -33,7 +33,7 @@ const MAX_REASON = 300;
  */
 export function createOutbox(options: OutboxOptions): Outbox {
   const config = resolveOutboxOptions(options);
-  const { store, send, now, backoff, random, sendTimeoutMs, batchSize, concurrency, leaseMs, pollIntervalMs } = config;
+  const { store, send, now, backoff, random, sendTimeoutMs, batchSize, concurrency, leaseMs, pollIntervalMs, instrumentation } = config;
   const owner = config.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   const logger = createLogger(config.logger, { component: 'outbox', owner });
   // The last attempt before the deadline is placed two polls ahead of it so that any process still
@@ -124,6 +124,7 @@ const WAKE_SLACK_MS = 5;
     const startedAt = now();
     if (startedAt >= delivery.deadlineAt) {
       counters.expired++;
+      instrumentation.delivery('expired');
       logger.error(
         { ...fields, outcome: 'expired', deadlineAt: iso(delivery.deadlineAt), lastError: delivery.lastError },
         'callback deadline passed before delivery; giving up (the marketplace repeats the original request)',
@@ -140,17 +141,19 @@ const WAKE_SLACK_MS = 5;
 
     inFlight++;
     try {
-      const result = await sendOnce(delivery, number);
+      const result = await instrumentation.span('marketplace.callback.send', { callbackId: delivery.callbackId }, () => sendOnce(delivery, number));
       const at = now();
       const status = result.status;
       switch (result.outcome) {
         case 'delivered':
           counters.delivered++;
+          instrumentation.delivery('delivered');
           logger.info({ ...fields, status, outcome: 'delivered' }, 'callback delivered');
           await record('completeDelivery', fields, () => store.completeDelivery(delivery.id, owner));
           break;
         case 'rejected': {
           counters.rejected++;
+          instrumentation.delivery('rejected');
           const reason = scrub(
             `rejected${status === undefined ? ' before sending' : ` with status ${status}`}${result.reason === undefined ? '' : `: ${result.reason}`}`,
             delivery.payload,
@@ -172,6 +175,7 @@ const WAKE_SLACK_MS = 5;
           });
           if (plan.action === 'give-up') {
             counters.expired++;
+            instrumentation.delivery('expired');
             logger.error(
               { ...fields, status, outcome: 'expired', reason, deadlineAt: iso(delivery.deadlineAt) },
               'callback cannot be delivered before its deadline; giving up (the marketplace repeats the original request)',
@@ -180,6 +184,7 @@ const WAKE_SLACK_MS = 5;
             break;
           }
           counters.retried++;
+          instrumentation.delivery('retry');
           const line = { ...fields, status, outcome: 'retry', reason, retryAfterMs: result.retryAfterMs, nextAttemptAt: iso(plan.nextAttemptAt) };
           if (plan.lastAttempt) {
             logger.error(

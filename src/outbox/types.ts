@@ -1,3 +1,4 @@
+import type { Instrumentation } from '../observability/hooks.js';
 import type { Logger } from '../lib/logger.js';
 import type { CallbackPayload, Store } from '../store/types.js';
 
@@ -82,6 +83,8 @@ export interface OutboxOptions {
   random?: () => number;
   /** A pino logger, or `false` for none. Default: JSON lines on stdout with secrets redacted. */
   logger?: Logger | false;
+  /** @internal Metrics and tracing hooks; the router passes its own. */
+  instrumentation?: Instrumentation;
 }
 
 /** Counters since this outbox was created (this process only). */

@@ -18,21 +18,25 @@ export type { AuthorizationEntry, Checked, Profile, ProfileInput, ProfileStandin
 
 export { isCountryCode, ISO_3166_1_ALPHA_2 } from './countries.js';
 
-export { EVENT_TYPES, marketplaceEvents, MemorySeenEventStore } from './events.js';
+export { EVENT_TYPES, eventSecretHeader, eventSecretPath, marketplaceEvents, MemorySeenEventStore } from './events.js';
 export type {
+  EventSecretHeaderOptions,
+  EventSecretPathOptions,
+  EventVerifier,
   MarketplaceEventContext,
   MarketplaceEventHandler,
   MarketplaceEventsOptions,
   MarketplaceEventType,
   MemorySeenEventStoreOptions,
   ResourceEventData,
+  SeenEventClaim,
   SeenEventStore,
 } from './events.js';
 
 export { deprecatedOAuthRouter } from './oauth/router.js';
-export type { DeprecatedOAuthOptions, OAuthClient } from './oauth/router.js';
+export type { DeprecatedOAuthOptions, DeprecatedOAuthRouter, OAuthClient } from './oauth/router.js';
 export { MemoryOAuthStore } from './oauth/store.js';
-export type { ConsumedRecord, MemoryOAuthStoreOptions, OAuthRecord, OAuthRecordKind, OAuthStore, OAuthUser } from './oauth/store.js';
+export type { CodeLimits, MemoryOAuthStoreOptions, OAuthRecord, OAuthRecordKind, OAuthStore, OAuthUser, RedeemResult } from './oauth/store.js';
 
 export { createMarketplaceGraphQLClient, MarketplaceGraphQLError } from './graphql.js';
 export type {

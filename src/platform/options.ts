@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../errors.js';
 import { asOptionsObject, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
 import type { Logger } from '../lib/logger.js';
+import { resolveInstrumentation, type Instrumentation, type MetricsOptions } from '../observability/index.js';
 
 /**
  * Option checks the platform factories need on top of `src/lib/options.ts`. A wrong option must stop
@@ -42,4 +43,14 @@ export function stringList(factory: string, name: string, value: unknown): strin
     );
   }
   return [...(list as string[])];
+}
+
+/**
+ * The hooks a platform factory calls: from its public `metrics` option, or from `instrumentation`,
+ * an internal option (not part of the documented options) that tests use to observe the calls.
+ */
+export function instrumentationOption(factory: string, record: Record<string, unknown>): Instrumentation {
+  const given = record.instrumentation as Instrumentation | undefined;
+  if (given !== undefined) return given;
+  return resolveInstrumentation(factory, record.metrics as MetricsOptions | undefined);
 }

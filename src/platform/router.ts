@@ -1,9 +1,10 @@
 import { Router, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { BadRequestError, InternalError, isMarketplaceError, NotFoundError, type MarketplaceError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
+import type { MetricsOptions } from '../observability/index.js';
 import { bearerToken, searchParams, sendJson } from './http.js';
 import { integerOption } from '../lib/options.js';
-import { checkOptionKeys, loggerOption, requireFunction, stringList } from './options.js';
+import { checkOptionKeys, loggerOption, requireFunction, stringList, instrumentationOption } from './options.js';
 import {
   checkProfile,
   checkUsers,
@@ -81,10 +82,12 @@ export interface PlatformRouterOptions {
   limits?: PlatformRouterLimits;
   /** A pino logger, or `false` for none. Default: JSON lines on stdout with secrets redacted. */
   logger?: Logger | false;
+  /** `{ registry }` (a prom-client Registry): counts answered requests by route and status. */
+  metrics?: MetricsOptions;
 }
 
 const FACTORY = 'platformRouter';
-const OPTION_KEYS = ['accessTokens', 'getProfile', 'listUsers', 'authorize', 'limits', 'logger'] as const;
+const OPTION_KEYS = ['accessTokens', 'getProfile', 'listUsers', 'authorize', 'limits', 'logger', 'metrics', 'instrumentation'] as const;
 const LIMIT_KEYS = ['maxResourceIds', 'maxAnnotations', 'maxValueLength'] as const;
 
 interface ResolvedLimits {
@@ -127,6 +130,12 @@ export function platformRouter(options: PlatformRouterOptions): Router {
   const authorize = requireFunction<PlatformRouterOptions['authorize']>(FACTORY, 'authorize', record.authorize);
   const limits = resolveLimits(record.limits);
   const log = createLogger(loggerOption(FACTORY, record), { component: 'platform' });
+  const instrumentation = instrumentationOption(FACTORY, record);
+  /** Counts the answer of a route (by its pattern, never the ids in the path) once it is sent. */
+  const observe = (pattern: string): RequestHandler => (_req, res, next) => {
+    res.once('finish', () => instrumentation.platformRequest({ route: pattern, status: res.statusCode }));
+    next();
+  };
 
   const requireToken: RequestHandler = (req, res, next) => {
     const token = bearerToken(req);
@@ -140,7 +149,7 @@ export function platformRouter(options: PlatformRouterOptions): Router {
 
   const router = Router();
 
-  router.get('/v1/profiles/:id', requireToken, route(log, 'GET /v1/profiles/:id', async (req, res) => {
+  router.get('/v1/profiles/:id', observe('/v1/profiles/:id'), requireToken, route(log, 'GET /v1/profiles/:id', async (req, res) => {
     const id = String(req.params.id);
     if (id.length > limits.maxValueLength) throw new BadRequestError(`Profile id is longer than ${limits.maxValueLength} characters`, 'ERR_VALIDATION');
     const found = await getProfile(id, { req });
@@ -149,7 +158,7 @@ export function platformRouter(options: PlatformRouterOptions): Router {
     await sendJson(req, res, 200, profile);
   }));
 
-  router.get('/v1/users', requireToken, route(log, 'GET /v1/users', async (req, res) => {
+  router.get('/v1/users', observe('/v1/users'), requireToken, route(log, 'GET /v1/users', async (req, res) => {
     const params = new QueryReader(searchParams(req), limits);
     const query: UsersQuery = {
       resource_id: params.required('resource_id'),
@@ -160,7 +169,7 @@ export function platformRouter(options: PlatformRouterOptions): Router {
     await sendJson(req, res, 200, { users });
   }));
 
-  router.get('/v1/resources/authorized', requireToken, route(log, 'GET /v1/resources/authorized', async (req, res) => {
+  router.get('/v1/resources/authorized', observe('/v1/resources/authorized'), requireToken, route(log, 'GET /v1/resources/authorized', async (req, res) => {
     const params = new QueryReader(searchParams(req), limits);
     const query: AuthorizationQuery = {
       actor_id: params.required('actor_id'),

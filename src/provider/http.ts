@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response, Router } from 'ex
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
 import { truncateForLog, type Logger } from '../lib/logger.js';
+import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
 
 /**
  * The provider routes' HTTP edge: rendering answers and errors, and the one log line per request.
@@ -16,7 +17,7 @@ export function send(res: Response, answer: Answer): void {
 const OUR_PATH = /^\/v1\/(resources|credentials|sso)(?:\/([^/?]+)(\/measures)?)?/;
 
 /**
- * The id pino-http (or any request-id middleware) gave the request, so the library's lines join the
+* The id pino-http (or any request-id middleware) gave the request, so the library's lines join the
  * app's own. pino-http sets `req.id`; a number or string is kept, anything else ignored.
  */
 export function requestIdOf(req: Request): string | undefined {
@@ -27,11 +28,14 @@ export function requestIdOf(req: Request): string | undefined {
 /**
  * One line per request: route pattern, id, status, reason code, latency, callback id, request id.
  * Never headers or bodies; the id and callback id come from the caller, so they are truncated.
+ * And one `request` event per answered request for metrics.
  */
-export function requestLog(logger: Logger): RequestHandler {
+export function requestLog(logger: Logger, instrumentation: Instrumentation = noInstrumentation): RequestHandler {
+  const measured = instrumentation !== noInstrumentation;
   return (req, res, next) => {
-    // With info off the line is never written: no clock, no 'finish' listener, no closure per request.
-    if (!logger.isLevelEnabled('info')) {
+    const logged = logger.isLevelEnabled('info');
+    // With info off and no metrics nothing is recorded: no clock, no 'finish' listener, no closure per request.
+    if (!logged && !measured) {
       next();
       return;
     }
@@ -44,20 +48,29 @@ export function requestLog(logger: Logger): RequestHandler {
     const method = req.method;
     const callbackId = req.headers['x-callback-id'];
     res.on('finish', () => {
-      logger.info({
-        method,
-        route: `/v1/${match[1]!}${match[2] === undefined ? '' : '/:id'}${match[3] ?? ''}`,
-        id: truncateForLog(match[2]),
-        status: res.statusCode,
-        code: res.locals.errorCode as string | undefined,
-        latencyMs: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-        callbackId: truncateForLog(callbackId),
-        reqId: requestIdOf(req),
-      }, 'marketplace request');
+      // The pattern is built from the matched groups only, so a hostile path never becomes a label.
+      const route = `/v1/${match[1]!}${match[2] === undefined ? '' : '/:id'}${match[3] ?? ''}`;
+      const latencyMs = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
+      const code = res.locals.errorCode as string | undefined;
+      if (logged) {
+        logger.info({
+          method,
+          route,
+          id: truncateForLog(match[2]),
+          status: res.statusCode,
+          code,
+          latencyMs,
+          callbackId: truncateForLog(callbackId),
+          reqId: requestIdOf(req),
+        }, 'marketplace request');
+      }
+      instrumentation.request({ route, method, status: res.statusCode, code: code ?? '', seconds: latencyMs / 1000 });
     });
     next();
   };
 }
+
+/** `/v1/resources/abc/measures` → `/v1/resources/:id/measures`: a label of few values. */
 
 /** Renders every error as the interface's JSON `{message}`; unexpected ones as a bare 500. */
 export function errorResponder(logger: Logger) {

@@ -43,7 +43,7 @@ export interface HandlerContext {
   /** X-Callback-ID when the marketplace sent one (for your logs). */
   callbackId: string | undefined;
   /** The request's id from pino-http (`req.id`) when the app mounts it; its log lines carry it as `reqId`. */
-  requestId?: string | undefined;
+  reqId?: string | undefined;
   /** A child logger bound to the operation (entity, id, callback id). Never log credential values. */
   logger: Logger;
   /**

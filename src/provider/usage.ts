@@ -21,7 +21,8 @@ export function createUsageLedger(deps: { store: Store; now: () => number; logge
 
   async function prune(): Promise<number> {
     const before = retentionStart(deps.now());
-    const removed = await deps.store.pruneUsage(before);
+    // Optional in the contract: a store without it keeps everything.
+    const removed = (await deps.store.pruneUsage?.(before)) ?? 0;
     lastPrune = deps.now();
     if (removed > 0) deps.logger.info({ removed, before: new Date(before).toISOString() }, 'pruned usage older than the previous billing month');
     return removed;

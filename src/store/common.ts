@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ConflictError } from '../errors.js';
-import type { ClaimInput, EntityKind, OperationRecord } from './types.js';
+import type { ClaimInput, DeliveryRecord, DeliverySummary, EntityKind, NewDelivery, OperationRecord } from './types.js';
 
 /**
  * Whether an operation still holds its key at `now`. Every adapter must apply exactly this rule
@@ -56,4 +56,41 @@ export function entityDeletedError(entity: EntityKind): ConflictError {
       : 'Credentials were deprovisioned; their id cannot be provisioned again',
     'ERR_ENTITY_DELETED',
   );
+}
+
+/** The message of the `error` callback for a pending credential operation whose resource was deleted. */
+export const ORPHAN_MESSAGE = 'The resource was deprovisioned';
+
+/**
+ * The resource a credential operation belongs to: the PUT's `resource_id`, or for a DELETE the
+ * stored credential's resource (`credentialParent`). Undefined for resource operations.
+ */
+export function parentOf(
+  operation: Pick<OperationRecord, 'key' | 'targetId' | 'request'>,
+  credentialParent: (credentialId: string) => string | undefined,
+): string | undefined {
+  if (!operation.key.startsWith('credential:')) return undefined;
+  return operation.request.kind === 'provisionCredentials' ? operation.request.resourceId : credentialParent(operation.targetId);
+}
+
+/**
+ * The `error` callback a committed `deleteResource` enqueues for an orphaned pending credential
+ * operation (see CommitInput.orphanMessage); undefined when it carried no callback headers.
+ */
+export function orphanDelivery(operation: OperationRecord, deletedAt: number, message: string | undefined): NewDelivery | undefined {
+  if (operation.callbackId === undefined || operation.callbackUrl === undefined) return undefined;
+  return {
+    id: newToken(),
+    callbackId: operation.callbackId,
+    url: operation.callbackUrl,
+    payload: { state: 'error', message: message ?? ORPHAN_MESSAGE },
+    createdAt: deletedAt,
+    deadlineAt: operation.deadlineAt ?? deletedAt,
+  };
+}
+
+/** A delivery without its payload (see DeliverySummary). */
+export function summarizeDelivery(delivery: DeliveryRecord): DeliverySummary {
+  const { payload: _payload, ...summary } = delivery;
+  return summary;
 }

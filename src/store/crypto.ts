@@ -200,3 +200,27 @@ export function createCipher(key: EncryptionKeyOption, optionName = 'encryptionK
 export function generateEncryptionKey(): string {
   return randomBytes(KEY_BYTES).toString('base64');
 }
+
+/**
+ * The cipher of a store opened with `encryptionKey: false` (diagnostics only, e.g. an operator's
+ * CLI): sealing or opening any secret throws, saying why, instead of writing or reading garbage.
+ */
+export function keylessCipher(factory: string): SecretCipher {
+  const refuse = (): never => {
+    throw new MissingEncryptionKeyError(
+      `${factory} was opened without an encryption key (encryptionKey: false), for diagnostics only: it cannot read or write credentials, callback payloads or recorded answers`,
+    );
+  };
+  return { keyId: 0, seal: refuse, open: refuse };
+}
+
+/**
+ * 500 (`ERR_DECRYPTION_FAILED`, as any secret that cannot be opened): a store opened for
+ * diagnostics only (`encryptionKey: false`) was asked to read or write a secret.
+ */
+export class MissingEncryptionKeyError extends DecryptionError {}
+
+/** The `encryptionKey` option of a durable store: a key, a keyring, or `false` for a diagnostics-only store. */
+export function storeCipher(factory: string, option: unknown): SecretCipher {
+  return option === false ? keylessCipher(factory) : createCipher(option as EncryptionKeyOption, `${factory}: option "encryptionKey"`);
+}

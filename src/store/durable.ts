@@ -1,5 +1,6 @@
 import type { SecretCipher } from './crypto.js';
-import type { CredentialRecord, DeliveryRecord, Features, OperationRecord, OperationRequest, ResourceRecord } from './types.js';
+import { newToken } from './common.js';
+import type { ClaimInput, CredentialRecord, DeliveryRecord, DeliverySummary, Features, OperationRecord, OperationRequest, OutboxStats, RecordedAnswer, ResourceRecord, UsageEntry } from './types.js';
 
 /**
  * Private helpers shared by the SQL adapters (sqlite.ts, postgres.ts). Not exported from the package;
@@ -26,10 +27,13 @@ export interface ResourceRow {
   updated_at: IntColumn;
 }
 
+/** A bytea/BLOB column: a Buffer from the drivers, or `\\x…` hex text inside PostgreSQL JSON. */
+type BytesColumn = Buffer | string;
+
 export interface CredentialRow {
   id: string;
   resource_id: string;
-  sealed_values: Buffer;
+  sealed_values: BytesColumn;
   message: string;
   created_at: IntColumn;
 }
@@ -55,7 +59,9 @@ export interface DeliveryRow {
   id: string;
   callback_id: string;
   url: string;
-  sealed_payload: Buffer;
+  sealed_payload?: BytesColumn;
+  /** A payload holding no secret, stored plain (see migration 3); the sealed column is then empty. */
+  payload?: unknown;
   created_at: IntColumn;
   deadline_at: IntColumn;
   state: DeliveryRecord['state'];
@@ -66,7 +72,15 @@ export interface DeliveryRow {
   claim_expires_at: IntColumn | null;
 }
 
+export interface ReplayRow {
+  request_id: string;
+  status: IntColumn;
+  sealed_body: BytesColumn | null;
+  expires_at: IntColumn;
+}
+
 const int = (value: IntColumn): number => Number(value);
+const bytes = (value: BytesColumn): Buffer => (typeof value === 'string' ? Buffer.from(value.slice(2), 'hex') : value);
 const json = <T>(value: unknown): T => (typeof value === 'string' ? (JSON.parse(value) as T) : (value as T));
 
 /**
@@ -90,7 +104,7 @@ export function recordMappers(cipher: SecretCipher) {
     toCredential: (row: CredentialRow): CredentialRecord => ({
       id: row.id,
       resourceId: row.resource_id,
-      values: cipher.open(row.sealed_values, `credential:${row.id}`),
+      values: cipher.open(bytes(row.sealed_values), `credential:${row.id}`),
       message: row.message,
       createdAt: int(row.created_at),
     }),
@@ -115,22 +129,80 @@ export function recordMappers(cipher: SecretCipher) {
       return operation;
     },
 
-    toDelivery: (row: DeliveryRow): DeliveryRecord => {
-      const delivery: DeliveryRecord = {
-        id: row.id,
-        callbackId: row.callback_id,
-        url: row.url,
-        payload: cipher.open(row.sealed_payload, `delivery:${row.id}`),
-        createdAt: int(row.created_at),
-        deadlineAt: int(row.deadline_at),
-        state: row.state,
-        attempts: int(row.attempts),
-        nextAttemptAt: int(row.next_attempt_at),
-      };
-      setIfPresent(delivery, 'lastError', row.last_error);
-      setIfPresent(delivery, 'claimedBy', row.claimed_by);
-      if (row.claim_expires_at !== null) delivery.claimExpiresAt = int(row.claim_expires_at);
-      return delivery;
+    toDelivery: (row: DeliveryRow): DeliveryRecord => ({
+      ...toSummary(row),
+      payload: row.payload !== null && row.payload !== undefined ? json(row.payload) : cipher.open(bytes(row.sealed_payload!), `delivery:${row.id}`),
+    }),
+
+    toSummary,
+
+    /** A recorded answer; its body is sealed under `replay:<request id>`. */
+    toAnswer: (row: ReplayRow): RecordedAnswer => {
+      const answer: RecordedAnswer = { status: int(row.status) };
+      if (row.sealed_body !== null) answer.body = cipher.open(bytes(row.sealed_body), `replay:${row.request_id}`);
+      return answer;
     },
   };
+}
+
+/** A delivery row without its payload: what diagnostics show (no key needed). */
+function toSummary(row: DeliveryRow): DeliverySummary {
+  const delivery: DeliverySummary = {
+    id: row.id,
+    callbackId: row.callback_id,
+    url: row.url,
+    createdAt: int(row.created_at),
+    deadlineAt: int(row.deadline_at),
+    state: row.state,
+    attempts: int(row.attempts),
+    nextAttemptAt: int(row.next_attempt_at),
+  };
+  setIfPresent(delivery, 'lastError', row.last_error);
+  setIfPresent(delivery, 'claimedBy', row.claimed_by);
+  if (row.claim_expires_at !== null) delivery.claimExpiresAt = int(row.claim_expires_at);
+  return delivery;
+}
+
+/** A zero-length blob: the sealed column of a delivery whose payload is stored plain. */
+export const EMPTY = Buffer.alloc(0);
+
+/** The order the outbox expects claimed deliveries in (RETURNING gives no order). */
+export const byDue = (a: DeliveryRecord, b: DeliveryRecord): number =>
+  a.nextAttemptAt - b.nextAttemptAt || a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** The named values of the `claim` statement. */
+export function claimValues(input: ClaimInput, parentId: string | undefined): Record<string, unknown> {
+  return {
+    key: input.key,
+    kind: input.kind,
+    targetId: input.targetId,
+    fingerprint: input.fingerprint,
+    token: newToken(),
+    owner: input.owner,
+    leaseExpiresAt: input.now + input.leaseMs,
+    request: JSON.stringify(input.request),
+    now: input.now,
+    parentId,
+  };
+}
+
+/** A usage batch as the one JSON parameter of the `recordUsage` statement. */
+export function usageJson(entries: readonly UsageEntry[]): string {
+  return JSON.stringify(entries.map((e) => ({ resource_id: e.resourceId, feature: e.feature, quantity: e.quantity, at: e.at })));
+}
+
+export function usageTotals(rows: readonly { feature: string; total: unknown }[]): Record<string, number> {
+  const totals = Object.create(null) as Record<string, number>;
+  for (const row of rows) totals[row.feature] = Number(row.total);
+  return totals;
+}
+
+export interface OutboxStatsRow {
+  pending: IntColumn;
+  failed: IntColumn;
+  oldest: IntColumn | null;
+}
+
+export function toOutboxStats(row: OutboxStatsRow): OutboxStats {
+  return { pending: int(row.pending), failed: int(row.failed), oldestPendingCreatedAt: row.oldest === null ? undefined : int(row.oldest) };
 }

@@ -1,5 +1,5 @@
 import { LeaseLostError, NotFoundError } from '../errors.js';
-import { claimedRecord, entityDeletedError, isOperationLive, newToken } from './common.js';
+import { claimedRecord, entityDeletedError, isOperationLive, newToken, orphanDelivery, parentOf, summarizeDelivery } from './common.js';
 import type {
   ClaimInput,
   ClaimResult,
@@ -8,11 +8,13 @@ import type {
   DeliveryClaimInput,
   DeliveryRecord,
   DeliveryRetryInput,
+  DiagnosableStore,
   EntityKind,
+  EntitySnapshot,
   OperationRecord,
   PendingInput,
+  ReplayRecord,
   ResourceRecord,
-  Store,
   UsageEntry,
 } from './types.js';
 import { operationKey } from './types.js';
@@ -31,7 +33,7 @@ import { operationKey } from './types.js';
  * app.use(marketplaceRouter({ store: memoryStore(), handlers }));
  * ```
  */
-export function memoryStore(): Store {
+export function memoryStore(): DiagnosableStore {
   const resources = new Map<string, ResourceRecord>();
   const credentials = new Map<string, CredentialRecord>();
   const credentialsByResource = new Map<string, Set<string>>();
@@ -40,6 +42,8 @@ export function memoryStore(): Store {
   const usage = new Map<string, UsageEntry[]>();
   // `<entity>:<id>` → deletedAt. Kept for good: ids are never reused (see Store.isDeleted).
   const tombstones = new Map<string, number>();
+  // Signature → recorded answer (see ClaimInput.requestId).
+  const replays = new Map<string, ReplayRecord>();
 
   function bury(entity: EntityKind, id: string, deletedAt: number): void {
     const key = operationKey(entity, id);
@@ -56,6 +60,59 @@ export function memoryStore(): Store {
     if (credential === undefined) return;
     credentials.delete(id);
     credentialsByResource.get(credential.resourceId)?.delete(id);
+  }
+
+  /** The resource a credential operation belongs to (see parentOf), from this store's state. */
+  function parentOfOperation(operation: Pick<OperationRecord, 'key' | 'targetId' | 'request'>): string | undefined {
+    return parentOf(operation, (id) => credentials.get(id)?.resourceId);
+  }
+
+  function snapshotFor(input: ClaimInput, parentId: string | undefined): EntitySnapshot {
+    const resourceId = input.key.startsWith('resource:') ? input.targetId : parentId;
+    const resource = resourceId === undefined ? undefined : resources.get(resourceId);
+    const credential = input.key.startsWith('credential:') ? credentials.get(input.targetId) : undefined;
+    return {
+      resource: resource === undefined ? undefined : copy(resource),
+      resourceDeleted: resourceId !== undefined && tombstones.has(operationKey('resource', resourceId)),
+      credential: credential === undefined ? undefined : copy(credential),
+      credentialDeleted: input.key.startsWith('credential:') && tombstones.has(operationKey('credential', input.targetId)),
+      credentials: input.kind === 'deprovision' ? listOf(input.targetId) : [],
+    };
+  }
+
+  function listOf(resourceId: string): CredentialRecord[] {
+    const ids = credentialsByResource.get(resourceId) ?? new Set<string>();
+    return [...ids].map((id) => copy(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  }
+
+  /** The live operation that keeps `input` from being claimed although its key is free (parent/child exclusion). */
+  function blocker(input: ClaimInput, parentId: string | undefined): OperationRecord | undefined {
+    if (input.key.startsWith('credential:')) {
+      if (parentId === undefined) return undefined;
+      const parent = operations.get(operationKey('resource', parentId));
+      return parent !== undefined && parent.kind === 'deprovision' && isOperationLive(parent, input.now) ? parent : undefined;
+    }
+    if (input.kind !== 'deprovision') return undefined;
+    for (const operation of operations.values()) {
+      if (operation.key.startsWith('credential:') && operation.state === 'running' && isOperationLive(operation, input.now) && parentOfOperation(operation) === input.targetId) {
+        return operation;
+      }
+    }
+    return undefined;
+  }
+
+  /** Removes the pending credential operations of a deleted resource and reports each as an error. */
+  function orphan(resourceId: string, deletedAt: number, message: string | undefined): void {
+    for (const operation of [...operations.values()]) {
+      if (operation.state !== 'pending' || !operation.key.startsWith('credential:') || parentOfOperation(operation) !== resourceId) continue;
+      operations.delete(operation.key);
+      const delivery = orphanDelivery(operation, deletedAt, message);
+      if (delivery !== undefined) deliveries.set(delivery.id, { ...delivery, state: 'pending', attempts: 0, nextAttemptAt: delivery.createdAt });
+    }
+  }
+
+  function record(replay: ReplayRecord | undefined): void {
+    if (replay !== undefined) replays.set(replay.requestId, copy(replay));
   }
 
   function ownedDelivery(id: string, owner: string): DeliveryRecord | undefined {
@@ -77,8 +134,7 @@ export function memoryStore(): Store {
     },
 
     async listCredentials(resourceId) {
-      const ids = credentialsByResource.get(resourceId) ?? new Set<string>();
-      return [...ids].map((id) => copy(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+      return listOf(resourceId);
     },
 
     async getOperation(key) {
@@ -95,11 +151,18 @@ export function memoryStore(): Store {
     },
 
     async claimOperation(input: ClaimInput): Promise<ClaimResult> {
+      if (input.requestId !== undefined) {
+        const replay = replays.get(input.requestId);
+        if (replay !== undefined && replay.expiresAt >= input.now) return { outcome: 'replayed', answer: copy(replay.answer) };
+      }
       const existing = operations.get(input.key);
       if (existing !== undefined && isOperationLive(existing, input.now)) return { outcome: 'busy', operation: copy(existing) };
+      const parentId = input.key.startsWith('credential:') ? (input.parentId ?? credentials.get(input.targetId)?.resourceId) : undefined;
+      const holder = blocker(input, parentId);
+      if (holder !== undefined) return { outcome: 'blocked', operation: copy(holder) };
       const operation = claimedRecord(input, newToken());
       operations.set(input.key, copy(operation));
-      return { outcome: 'claimed', operation };
+      return { outcome: 'claimed', operation, snapshot: snapshotFor(input, parentId) };
     },
 
     async renewOperation(key, token, leaseExpiresAt) {
@@ -121,6 +184,7 @@ export function memoryStore(): Store {
       operation.deadlineAt = pending.deadlineAt;
       if (pending.callbackId !== undefined) operation.callbackId = pending.callbackId;
       if (pending.callbackUrl !== undefined) operation.callbackUrl = pending.callbackUrl;
+      record(pending.replay);
       return copy(operation);
     },
 
@@ -144,6 +208,7 @@ export function memoryStore(): Store {
           resources.set(mutation.resource.id, copy(mutation.resource));
           break;
         case 'deleteResource': {
+          orphan(mutation.id, mutation.deletedAt, commit.orphanMessage);
           resources.delete(mutation.id);
           bury('resource', mutation.id, mutation.deletedAt);
           for (const credentialId of credentialsByResource.get(mutation.id) ?? []) {
@@ -170,6 +235,18 @@ export function memoryStore(): Store {
       if (commit.delivery !== undefined) {
         deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
       }
+      record(commit.replay);
+    },
+
+    async pruneReplays(now) {
+      let removed = 0;
+      for (const [requestId, replay] of replays) {
+        if (replay.expiresAt < now) {
+          replays.delete(requestId);
+          removed += 1;
+        }
+      }
+      return removed;
     },
 
     async isDeleted(entity, id) {
@@ -224,6 +301,57 @@ export function memoryStore(): Store {
 
     async listDeliveries() {
       return [...deliveries.values()].map(copy);
+    },
+
+    async listDeliverySummaries(filter = {}) {
+      return [...deliveries.values()]
+        .filter((d) => filter.state === undefined || d.state === filter.state)
+        .sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))
+        .slice(0, filter.limit ?? Number.POSITIVE_INFINITY)
+        .map(summarizeDelivery);
+    },
+
+    async getDeliverySummary(id) {
+      const delivery = deliveries.get(id);
+      return delivery === undefined ? undefined : summarizeDelivery(delivery);
+    },
+
+    async makeDeliveryDue(id, now) {
+      const delivery = deliveries.get(id);
+      if (delivery === undefined) return false;
+      delivery.state = 'pending';
+      delivery.nextAttemptAt = now;
+      delete delivery.claimedBy;
+      delete delivery.claimExpiresAt;
+      return true;
+    },
+
+    async dropDelivery(id) {
+      return deliveries.delete(id);
+    },
+
+    async outboxStats() {
+      let pending = 0;
+      let failed = 0;
+      let oldestPendingCreatedAt: number | undefined;
+      for (const delivery of deliveries.values()) {
+        if (delivery.state === 'failed') failed += 1;
+        else {
+          pending += 1;
+          if (oldestPendingCreatedAt === undefined || delivery.createdAt < oldestPendingCreatedAt) oldestPendingCreatedAt = delivery.createdAt;
+        }
+      }
+      return { pending, failed, oldestPendingCreatedAt };
+    },
+
+    async countPendingOperations() {
+      let count = 0;
+      for (const operation of operations.values()) if (operation.state === 'pending') count += 1;
+      return count;
+    },
+
+    async ping() {
+      // Nothing to reach.
     },
 
     async recordUsage(entries) {

@@ -1,22 +1,48 @@
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
 import { InvalidOptionsError, LeaseLostError, MarketplaceError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { entityDeletedError, isOperationLive, newToken } from './common.js';
-import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { entityDeletedError } from './common.js';
+import { storeCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
+import {
+  byDue,
+  claimValues,
+  recordMappers,
+  toOutboxStats,
+  usageJson,
+  usageTotals,
+  type CredentialRow,
+  type DeliveryRow,
+  type OperationRow,
+  type OutboxStatsRow,
+  type ReplayRow,
+  type ResourceRow,
+} from './durable.js';
+import { bind } from './sql/dialect.js';
+import { statements as compileStatements, type StatementName } from './sql/statements.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
-import type {
-  ClaimInput,
-  ClaimResult,
-  CommitInput,
-  DeliveryRecord,
-  Store,
-} from './types.js';
+import type { ClaimInput, ClaimResult, CommitInput, DiagnosableStore, ReplayRecord } from './types.js';
+
+/** What the claim_operation function of migration 3 answers (rows as JSON). */
+type ClaimRow =
+  | { outcome: 'replayed'; replay: ReplayRow }
+  | { outcome: 'busy' | 'blocked'; operation: OperationRow }
+  | {
+      outcome: 'claimed';
+      operation: OperationRow;
+      resource: ResourceRow | null;
+      resource_deleted: boolean;
+      credential: CredentialRow | null;
+      credential_deleted: boolean;
+      credentials: CredentialRow[];
+    }
+  | { outcome: 'unavailable' };
 
 export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
+export { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore, type PlatformPostgresOptions, type PlatformPostgresStore, type PostgresOAuthStore, type PostgresSeenEventStore } from './platform-postgres.js';
 
 const FACTORY = 'postgresStore';
 const DEFAULT_SCHEMA = 'embedded_marketplace';
@@ -39,8 +65,12 @@ export interface PostgresConnectionOptions {
 
 /** Options of {@link postgresStore}. */
 export interface PostgresStoreOptions extends PostgresConnectionOptions {
-  /** Key that seals credential values and callback payloads at rest: 32 bytes, base64 or hex, or a keyring. */
-  encryptionKey: EncryptionKeyOption;
+  /**
+   * Key that seals credential values, callback payloads and recorded answers at rest: 32 bytes,
+   * base64 or hex, or a keyring. `false` opens the store for diagnostics only (an operator's tool):
+   * every method that would read or write a secret then rejects with MissingEncryptionKeyError.
+   */
+  encryptionKey: EncryptionKeyOption | false;
   /** Apply pending migrations on start. Default true; `false` only checks the schema is up to date. */
   migrate?: boolean;
   /** Connections in the store's own pool (with `connectionString` only). Default 10. */
@@ -48,7 +78,7 @@ export interface PostgresStoreOptions extends PostgresConnectionOptions {
 }
 
 /** A store in PostgreSQL shared by any number of instances: see {@link postgresStore}. */
-export interface PostgresStore extends Store {
+export interface PostgresStore extends DiagnosableStore {
   readonly kind: 'postgres';
   /** The schema the tables live in. */
   readonly schema: string;
@@ -237,9 +267,6 @@ export async function migratePostgres(options: PostgresConnectionOptions): Promi
 }
 
 
-const OPERATION_COLUMNS = 'key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, message, callback_id, callback_url, deadline_at';
-const DELIVERY_COLUMNS = 'id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at, last_error, claimed_by, claim_expires_at';
-
 /**
  * A durable store in PostgreSQL (`pg`) that several instances of a provider share: idempotency,
  * conflicts, pending operations, the callback outbox and usage stay correct when two instances get
@@ -247,7 +274,10 @@ const DELIVERY_COLUMNS = 'id, callback_id, url, sealed_payload, created_at, dead
  * guarded by a unique key or a row lock, never a read followed by a write.
  *
  * - Migrations run on start (unless `migrate: false`) under an advisory lock; see {@link migratePostgres}.
- * - Credential values and callback payloads are sealed with AES-256-GCM under `encryptionKey`.
+ * - A claim and a commit are one statement each (functions of migration 3); a credential claim and
+ *   its resource's deprovision claim serialize on an advisory lock of the resource id.
+ * - Credential values, callback payloads and recorded answers are sealed with AES-256-GCM under
+ *   `encryptionKey`; `encryptionKey: false` opens the schema for diagnostics only.
  * - An unreachable or failing server rejects with ServiceUnavailableError (503); nothing partial is
  *   left (each write is one transaction) and the pool reconnects on its own for the next request.
  * - The factory returns at once; `ready()` tells when the schema is in place.
@@ -269,7 +299,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const migrate = opts.migrate ?? true;
   if (typeof migrate !== 'boolean') throw new InvalidOptionsError(`${FACTORY}: option "migrate" must be a boolean`);
   const poolSize = opts.poolSize === undefined ? undefined : integerOption(FACTORY, 'poolSize', opts.poolSize, 10, 1);
-  const cipher: SecretCipher = createCipher(opts.encryptionKey as EncryptionKeyOption, `${FACTORY}: option "encryptionKey"`);
+  const cipher: SecretCipher = storeCipher(FACTORY, opts.encryptionKey);
   const connection = openConnection(FACTORY, opts, poolSize);
   const { pool, schema, logger } = connection;
   const t = (table: string): string => `"${schema}".${table}`;
@@ -314,293 +344,240 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     logger.error({ err: error }, `${FACTORY}: start-up failed; retrying on the next call`);
   });
 
-  async function query<R extends object = QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
+  async function query<R extends object = QueryResultRow>(statement: string | { name: string; text: string }, values: unknown[]): Promise<R[]> {
     await ready();
     try {
-      return (await pool.query(text, values)).rows as R[];
+      const config = typeof statement === 'string' ? { text: statement, values } : { ...statement, values };
+      return (await pool.query<R & QueryResultRow>(config)).rows;
     } catch (error) {
       throw mapError(error);
     }
   }
 
-  async function transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const sql = compileStatements('postgres', schema);
+  const { toResource, toCredential, toOperation, toDelivery, toSummary, toAnswer } = recordMappers(cipher);
+
+  const rows = <R extends object>(name: StatementName, values: Record<string, unknown> = {}): Promise<R[]> => query<R>(sql[name].text, bind(sql[name], values));
+  const first = async <R extends object>(name: StatementName, values: Record<string, unknown> = {}): Promise<R | undefined> => (await rows<R>(name, values))[0];
+  async function changes(name: StatementName, values: Record<string, unknown> = {}): Promise<number> {
     await ready();
-    return inTransaction(pool, logger, work);
-  }
-
-  const { toResource, toCredential, toOperation, toDelivery } = recordMappers(cipher);
-
-  const byDue = (a: DeliveryRecord, b: DeliveryRecord): number =>
-    a.nextAttemptAt - b.nextAttemptAt || a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
-  // The liveness rule of common.ts isOperationLive, in SQL, over the row that holds the key now: the
-  // conflicting row is locked and re-read by ON CONFLICT, so two instances cannot both replace it.
-  const claimSql = `
-    INSERT INTO ${t('operations')} AS o (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at)
-    VALUES ($1, $2, $3, $4, 'running', $5, $6, $7, $8, $9)
-    ON CONFLICT (key) DO UPDATE SET
-      kind = EXCLUDED.kind, target_id = EXCLUDED.target_id, fingerprint = EXCLUDED.fingerprint, state = 'running',
-      token = EXCLUDED.token, owner = EXCLUDED.owner, lease_expires_at = EXCLUDED.lease_expires_at,
-      request = EXCLUDED.request, created_at = EXCLUDED.created_at,
-      message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL
-    WHERE NOT (CASE WHEN o.state = 'running' THEN o.lease_expires_at > $9
-                    ELSE o.deadline_at IS NULL OR o.deadline_at > $9 END)
-    RETURNING ${OPERATION_COLUMNS}`;
-
-  async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
-    const values = [
-      input.key,
-      input.kind,
-      input.targetId,
-      input.fingerprint,
-      newToken(),
-      input.owner,
-      input.now + input.leaseMs,
-      JSON.stringify(input.request),
-      input.now,
-    ];
-    // A live holder makes the upsert return nothing; it is then read. Between the two statements
-    // the holder may have committed or released, so try again: each round either claims or sees a
-    // live holder, and a key changing hands that fast is rare, so a few rounds are plenty.
-    for (let attempt = 0; attempt < 8; attempt++) {
-      const [claimed] = await query<OperationRow>(claimSql, values);
-      if (claimed !== undefined) return { outcome: 'claimed', operation: toOperation(claimed) };
-      const [holder] = await query<OperationRow>(`SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE key = $1`, [input.key]);
-      if (holder !== undefined) {
-        const operation = toOperation(holder);
-        if (isOperationLive(operation, input.now)) return { outcome: 'busy', operation };
-      }
+    try {
+      return (await pool.query(sql[name].text, bind(sql[name], values))).rowCount ?? 0;
+    } catch (error) {
+      throw mapError(error);
     }
-    throw new ServiceUnavailableError('The operation is changing hands too fast, retry later');
   }
 
-  return {
+  const sealReplay = (replay: ReplayRecord | undefined): [string | null, Buffer | null] =>
+    replay === undefined
+      ? [null, null]
+      : [
+          JSON.stringify({ requestId: replay.requestId, status: replay.answer.status, expiresAt: replay.expiresAt }),
+          replay.answer.body === undefined ? null : cipher.seal(replay.answer.body, `replay:${replay.requestId}`),
+        ];
+
+  // The two statements of every request are prepared once per connection (named), so the server
+  // parses and plans them once; the name carries the schema, as two stores may share a pool.
+  const statementPrefix = `em_${createHash('sha256').update(schema).digest('hex').slice(0, 12)}_`;
+  // One statement: the function of migration 3 applies every rule of ClaimResult in one transaction.
+  const claimSql = `SELECT ${t('claim_operation')}($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11) AS result`;
+  async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
+    const values = claimValues(input, input.key.startsWith('credential:') ? input.parentId : undefined);
+    const [row] = await query<{ result: ClaimRow }>({ name: `${statementPrefix}claim`, text: claimSql }, [
+      values.key, values.kind, values.targetId, values.fingerprint, values.token, values.owner,
+      values.leaseExpiresAt, values.request, values.now, values.parentId ?? null, input.requestId ?? null,
+    ]);
+    const result = row!.result;
+    switch (result.outcome) {
+      case 'replayed':
+        return { outcome: 'replayed', answer: toAnswer(result.replay) };
+      case 'busy':
+      case 'blocked':
+        return { outcome: result.outcome, operation: toOperation(result.operation) };
+      case 'claimed':
+        return {
+          outcome: 'claimed',
+          operation: toOperation(result.operation),
+          snapshot: {
+            resource: result.resource === null ? undefined : toResource(result.resource),
+            resourceDeleted: result.resource_deleted === true,
+            credential: result.credential === null ? undefined : toCredential(result.credential),
+            credentialDeleted: result.credential_deleted === true,
+            credentials: result.credentials.map(toCredential),
+          },
+        };
+      default:
+        // The key changed hands eight times during one claim: a holder that lives that briefly is rare.
+        throw new ServiceUnavailableError('The operation is changing hands too fast, retry later');
+    }
+  }
+
+  const commitSql = `SELECT ${t('commit_operation')}($1, $2, $3::json, $4::json, $5, $6::json, $7, $8::json, $9, $10) AS result`;
+  async function commitOperation(key: string, token: string, commit: CommitInput): Promise<void> {
+    const { mutation, delivery } = commit;
+    let mutationJson: Record<string, unknown>;
+    let features: string | null = null;
+    let sealed: Buffer | null = null;
+    switch (mutation.type) {
+      case 'putResource': {
+        const { features: values, ...resource } = mutation.resource;
+        mutationJson = { type: mutation.type, ...resource };
+        features = JSON.stringify(values);
+        break;
+      }
+      case 'putCredential': {
+        const { values, ...credential } = mutation.credential;
+        mutationJson = { type: mutation.type, ...credential };
+        sealed = cipher.seal(values, `credential:${credential.id}`);
+        break;
+      }
+      default:
+        mutationJson = { ...mutation };
+    }
+    const [replayJson, replaySealed] = sealReplay(commit.replay);
+    const [row] = await query<{ result: string }>({ name: `${statementPrefix}commit`, text: commitSql }, [
+      key,
+      token,
+      JSON.stringify(mutationJson),
+      features,
+      sealed,
+      delivery === undefined ? null : JSON.stringify({ id: delivery.id, callbackId: delivery.callbackId, url: delivery.url, createdAt: delivery.createdAt, deadlineAt: delivery.deadlineAt }),
+      delivery === undefined ? null : cipher.seal(delivery.payload, `delivery:${delivery.id}`),
+      replayJson,
+      replaySealed,
+      commit.orphanMessage ?? null,
+    ]);
+    switch (row!.result) {
+      case 'ok':
+        return;
+      case 'lease_lost':
+        throw new LeaseLostError();
+      case 'not_found':
+        throw new NotFoundError('Resource not found');
+      case 'resource_deleted':
+        throw entityDeletedError('resource');
+      default:
+        throw entityDeletedError('credential');
+    }
+  }
+
+  // One statement, so the 202 and its recorded answer are written together or not at all.
+  const markPendingSql = `
+    WITH marked AS (${sql.markPending.text}),
+    recorded AS (
+      INSERT INTO ${t('replays')} (request_id, status, sealed_body, expires_at)
+      SELECT ($7::json)->>'requestId', (($7::json)->>'status')::integer, $8::bytea, (($7::json)->>'expiresAt')::bigint
+      FROM marked WHERE $7::json IS NOT NULL
+      ON CONFLICT (request_id) DO NOTHING)
+    SELECT * FROM marked`;
+
+  const store: PostgresStore = {
     kind: 'postgres',
     schema,
     pool,
     ready,
 
     async getResource(id) {
-      const [row] = await query<ResourceRow>(`SELECT * FROM ${t('resources')} WHERE id = $1`, [id]);
+      const row = await first<ResourceRow>('getResource', { id });
       return row === undefined ? undefined : toResource(row);
     },
 
     async getCredential(id) {
-      const [row] = await query<CredentialRow>(`SELECT * FROM ${t('credentials')} WHERE id = $1`, [id]);
+      const row = await first<CredentialRow>('getCredential', { id });
       return row === undefined ? undefined : toCredential(row);
     },
 
     async listCredentials(resourceId) {
-      const rows = await query<CredentialRow>(`SELECT * FROM ${t('credentials')} WHERE resource_id = $1 ORDER BY created_at, id`, [resourceId]);
-      return rows.map(toCredential);
+      return (await rows<CredentialRow>('listCredentials', { resourceId })).map(toCredential);
     },
 
     async getOperation(key) {
-      const [row] = await query<OperationRow>(`SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE key = $1`, [key]);
+      const row = await first<OperationRow>('getOperation', { key });
       return row === undefined ? undefined : toOperation(row);
-    },
-
-    async listPendingOperations(limit) {
-      const rows = await query<OperationRow>(
-        `SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE state = 'pending' ORDER BY created_at, key LIMIT $1`,
-        [limit],
-      );
-      return rows.map(toOperation);
     },
 
     claimOperation,
 
     async renewOperation(key, token, leaseExpiresAt) {
-      const rows = await query(`UPDATE ${t('operations')} SET lease_expires_at = $3 WHERE key = $1 AND token = $2 AND state = 'running' RETURNING 1`, [
-        key,
-        token,
-        leaseExpiresAt,
-      ]);
-      return rows.length > 0;
+      return (await changes('renew', { key, token, leaseExpiresAt })) > 0;
     },
 
     async releaseOperation(key, token) {
-      await query(`DELETE FROM ${t('operations')} WHERE key = $1 AND token = $2`, [key, token]);
+      await changes('release', { key, token });
     },
 
     async markOperationPending(key, token, pending) {
-      const [row] = await query<OperationRow>(
-        `UPDATE ${t('operations')} SET state = 'pending', message = $3, deadline_at = $4,
-           callback_id = coalesce($5, callback_id), callback_url = coalesce($6, callback_url)
-         WHERE key = $1 AND token = $2 RETURNING ${OPERATION_COLUMNS}`,
-        [key, token, pending.message, pending.deadlineAt, pending.callbackId ?? null, pending.callbackUrl ?? null],
-      );
+      const [replayJson, replaySealed] = sealReplay(pending.replay);
+      const [row] = await query<OperationRow>(markPendingSql, [...bind(sql.markPending, { ...pending, key, token }), replayJson, replaySealed]);
       if (row === undefined) throw new LeaseLostError();
       return toOperation(row);
     },
 
-    async commitOperation(key, token, commit: CommitInput) {
-      await transaction(async (client) => {
-        // The fencing check and the lock in one: the row is ours until COMMIT, and a later claim
-        // waits for us, then finds the key free.
-        const held = await client.query(`DELETE FROM ${t('operations')} WHERE key = $1 AND token = $2 RETURNING key`, [key, token]);
-        if (held.rowCount === 0) throw new LeaseLostError();
-        const { mutation } = commit;
-        switch (mutation.type) {
-          case 'none':
-            break;
-          case 'putResource': {
-            const r = mutation.resource;
-            // No race with the deletion: it would hold the same operation key.
-            const buried = await client.query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = 'resource' AND id = $1`, [r.id]);
-            if (buried.rowCount !== 0) throw entityDeletedError('resource');
-            await client.query(
-              `INSERT INTO ${t('resources')} (id, product, plan, region, features, message, created_at, updated_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-               ON CONFLICT (id) DO UPDATE SET product = EXCLUDED.product, plan = EXCLUDED.plan, region = EXCLUDED.region,
-                 features = EXCLUDED.features, message = EXCLUDED.message, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at`,
-              [r.id, r.product, r.plan, r.region, JSON.stringify(r.features), r.message, r.createdAt, r.updatedAt],
-            );
-            break;
-          }
-          case 'deleteResource':
-            // Lock the resource first: a credential commit in flight holds KEY SHARE on it, so this
-            // waits for it, and the next statement (a fresh snapshot) sees its credential and buries
-            // it too; a later one finds the resource gone. Then the credentials go with it (CASCADE).
-            await client.query(`SELECT 1 FROM ${t('resources')} WHERE id = $1 FOR UPDATE`, [mutation.id]);
-            await client.query(
-              `INSERT INTO ${t('tombstones')} (entity, id, deleted_at)
-               SELECT 'credential', id, $2::bigint FROM ${t('credentials')} WHERE resource_id = $1::text
-               UNION ALL SELECT 'resource', $1::text, $2::bigint
-               ON CONFLICT (entity, id) DO NOTHING`,
-              [mutation.id, mutation.deletedAt],
-            );
-            await client.query(`DELETE FROM ${t('resources')} WHERE id = $1`, [mutation.id]);
-            break;
-          case 'putCredential': {
-            const c = mutation.credential;
-            // KEY SHARE keeps a concurrent deprovisioning from deleting the resource before we commit.
-            const parent = await client.query(`SELECT 1 FROM ${t('resources')} WHERE id = $1 FOR KEY SHARE`, [c.resourceId]);
-            if (parent.rowCount === 0) throw new NotFoundError('Resource not found');
-            const buried = await client.query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = 'credential' AND id = $1`, [c.id]);
-            if (buried.rowCount !== 0) throw entityDeletedError('credential');
-            await client.query(
-              `INSERT INTO ${t('credentials')} (id, resource_id, sealed_values, message, created_at) VALUES ($1, $2, $3, $4, $5)
-               ON CONFLICT (id) DO UPDATE SET resource_id = EXCLUDED.resource_id, sealed_values = EXCLUDED.sealed_values,
-                 message = EXCLUDED.message, created_at = EXCLUDED.created_at`,
-              [c.id, c.resourceId, cipher.seal(c.values, `credential:${c.id}`), c.message, c.createdAt],
-            );
-            break;
-          }
-          case 'deleteCredential':
-            await client.query(`DELETE FROM ${t('credentials')} WHERE id = $1`, [mutation.id]);
-            await client.query(`INSERT INTO ${t('tombstones')} (entity, id, deleted_at) VALUES ('credential', $1, $2) ON CONFLICT (entity, id) DO NOTHING`, [
-              mutation.id,
-              mutation.deletedAt,
-            ]);
-            break;
-        }
-        const delivery = commit.delivery;
-        if (delivery !== undefined) {
-          await client.query(
-            `INSERT INTO ${t('deliveries')} (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $5)
-             ON CONFLICT (id) DO UPDATE SET callback_id = EXCLUDED.callback_id, url = EXCLUDED.url, sealed_payload = EXCLUDED.sealed_payload,
-               created_at = EXCLUDED.created_at, deadline_at = EXCLUDED.deadline_at, state = 'pending', attempts = 0,
-               next_attempt_at = EXCLUDED.next_attempt_at, last_error = NULL, claimed_by = NULL, claim_expires_at = NULL`,
-            [delivery.id, delivery.callbackId, delivery.url, cipher.seal(delivery.payload, `delivery:${delivery.id}`), delivery.createdAt, delivery.deadlineAt],
-          );
-        }
-      });
-    },
+    commitOperation,
 
     async isDeleted(entity, id) {
-      const rows = await query(`SELECT 1 FROM ${t('tombstones')} WHERE entity = $1 AND id = $2`, [entity, id]);
-      return rows.length > 0;
+      return (await first('isDeleted', { entity, id })) !== undefined;
     },
 
-    async pruneTombstones(before) {
-      await ready();
-      try {
-        return (await pool.query(`DELETE FROM ${t('tombstones')} WHERE deleted_at < $1`, [before])).rowCount ?? 0;
-      } catch (error) {
-        throw mapError(error);
-      }
-    },
+    pruneReplays: (now) => changes('pruneReplays', { now }),
+
+    pruneTombstones: (before) => changes('pruneTombstones', { before }),
 
     async claimDeliveries(input) {
-      // SKIP LOCKED: instances polling together each take different rows instead of queueing on the
-      // same ones; a row whose claim another instance just committed is re-checked and left out.
-      const rows = await query<DeliveryRow>(
-        `UPDATE ${t('deliveries')} SET claimed_by = $1, claim_expires_at = $2
-         WHERE id IN (
-           SELECT id FROM ${t('deliveries')}
-           WHERE state = 'pending' AND next_attempt_at <= $3 AND (claim_expires_at IS NULL OR claim_expires_at <= $3)
-           ORDER BY next_attempt_at, created_at, id
-           LIMIT $4
-           FOR UPDATE SKIP LOCKED)
-         RETURNING ${DELIVERY_COLUMNS}`,
-        [input.owner, input.now + input.leaseMs, input.now, input.limit],
-      );
-      return rows.map(toDelivery).sort(byDue);
+      const claimed = await rows<DeliveryRow>('claimDeliveries', { owner: input.owner, claimExpiresAt: input.now + input.leaseMs, now: input.now, limit: input.limit });
+      return claimed.map(toDelivery).sort(byDue);
     },
 
     async completeDelivery(id, owner) {
-      await query(`DELETE FROM ${t('deliveries')} WHERE id = $1 AND claimed_by = $2`, [id, owner]);
+      await changes('completeDelivery', { id, owner });
     },
 
     async retryDelivery(id, owner, retry) {
-      await query(
-        `UPDATE ${t('deliveries')} SET attempts = $3, next_attempt_at = $4, last_error = $5, claimed_by = NULL, claim_expires_at = NULL
-         WHERE id = $1 AND claimed_by = $2`,
-        [id, owner, retry.attempts, retry.nextAttemptAt, retry.lastError],
-      );
+      await changes('retryDelivery', { ...retry, id, owner });
     },
 
     async failDelivery(id, owner, reason) {
-      await query(
-        `UPDATE ${t('deliveries')} SET state = 'failed', last_error = $3, claimed_by = NULL, claim_expires_at = NULL
-         WHERE id = $1 AND claimed_by = $2`,
-        [id, owner, reason],
-      );
+      await changes('failDelivery', { id, owner, reason });
     },
 
     async listDeliveries() {
-      const rows = await query<DeliveryRow>(`SELECT ${DELIVERY_COLUMNS} FROM ${t('deliveries')} ORDER BY created_at, id`, []);
-      return rows.map(toDelivery);
+      return (await rows<DeliveryRow>('listDeliveries')).map(toDelivery);
+    },
+
+    async listDeliverySummaries(filter = {}) {
+      return (await rows<DeliveryRow>('listDeliverySummaries', { state: filter.state, limit: filter.limit ?? Number.MAX_SAFE_INTEGER })).map(toSummary);
+    },
+
+    async getDeliverySummary(id) {
+      const row = await first<DeliveryRow>('getDeliverySummary', { id });
+      return row === undefined ? undefined : toSummary(row);
+    },
+
+    makeDeliveryDue: async (id, now) => (await changes('makeDeliveryDue', { id, now })) > 0,
+
+    dropDelivery: async (id) => (await changes('dropDelivery', { id })) > 0,
+
+    outboxStats: async () => toOutboxStats((await first<OutboxStatsRow>('outboxStats'))!),
+
+    async listPendingOperations(limit) {
+      return (await rows<OperationRow>('listPending', { limit })).map(toOperation);
+    },
+
+    countPendingOperations: async () => Number((await first<{ n: string }>('countPending'))!.n),
+
+    async ping() {
+      await rows('ping');
     },
 
     async recordUsage(entries) {
-      if (entries.length === 0) return;
-      // One statement for the whole batch: atomic, and one round trip however many entries.
-      await query(
-        `INSERT INTO ${t('usage_entries')} (resource_id, feature, quantity, at)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::double precision[], $4::bigint[])`,
-        [entries.map((e) => e.resourceId), entries.map((e) => e.feature), entries.map((e) => e.quantity), entries.map((e) => e.at)],
-      );
+      if (entries.length > 0) await changes('recordUsage', { entries: usageJson(entries) });
     },
 
-    async sumUsage(resourceId, from, to) {
-      const rows = await query<{ feature: string; total: unknown }>(
-        `SELECT feature, sum(quantity) AS total FROM ${t('usage_entries')} WHERE resource_id = $1 AND at >= $2 AND at < $3 GROUP BY feature`,
-        [resourceId, from, to],
-      );
-      const totals = Object.create(null) as Record<string, number>;
-      for (const row of rows) totals[row.feature] = Number(row.total);
-      return totals;
-    },
+    sumUsage: async (resourceId, from, to) => usageTotals(await rows<{ feature: string; total: unknown }>('sumUsage', { resourceId, from, to })),
 
-    async hasUsage(resourceId, from, to) {
-      const [row] = await query<{ found: boolean }>(
-        `SELECT EXISTS (SELECT 1 FROM ${t('usage_entries')} WHERE resource_id = $1 AND at >= $2 AND at < $3) AS found`,
-        [resourceId, from, to],
-      );
-      return row?.found === true;
-    },
+    hasUsage: async (resourceId, from, to) => (await first('hasUsage', { resourceId, from, to })) !== undefined,
 
-    async pruneUsage(before) {
-      await ready();
-      try {
-        return (await pool.query(`DELETE FROM ${t('usage_entries')} WHERE at < $1`, [before])).rowCount ?? 0;
-      } catch (error) {
-        throw mapError(error);
-      }
-    },
+    pruneUsage: (before) => changes('pruneUsage', { before }),
 
     async close() {
       if (closed) return;
@@ -610,5 +587,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       pool.removeListener('error', onPoolError);
       if (connection.ownsPool) await pool.end();
     },
+
   };
+  return store;
 }

@@ -5,20 +5,29 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { entityDeletedError, newToken } from './common.js';
-import { createCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
-import { recordMappers, type CredentialRow, type DeliveryRow, type OperationRow, type ResourceRow } from './durable.js';
+import { entityDeletedError, isOperationLive, ORPHAN_MESSAGE } from './common.js';
+import { storeCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
+import {
+  byDue,
+  claimValues,
+  EMPTY,
+  recordMappers,
+  toOutboxStats,
+  usageJson,
+  usageTotals,
+  type CredentialRow,
+  type DeliveryRow,
+  type OperationRow,
+  type OutboxStatsRow,
+  type ReplayRow,
+  type ResourceRow,
+} from './durable.js';
+import { bind } from './sql/dialect.js';
+import { groupCommit } from './sql/group-commit.js';
+import { statements as compileStatements, type StatementName } from './sql/statements.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
-import type {
-  ClaimInput,
-  ClaimResult,
-  CommitInput,
-  Mutation,
-  NewDelivery,
-  PendingInput,
-  Store,
-} from './types.js';
+import { operationKey, type ClaimInput, type ClaimResult, type CommitInput, type DiagnosableStore, type EntityKind, type Mutation, type PendingInput, type ReplayRecord } from './types.js';
 
 export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
 
@@ -29,8 +38,12 @@ const OPTION_NAMES = ['path', 'encryptionKey', 'busyTimeoutMs', 'logger'] as con
 export interface SqliteStoreOptions {
   /** Database file. Created (mode 0600, parent directories 0700) when missing. `':memory:'` for a throwaway store. */
   path: string;
-  /** Key that seals credential values and callback payloads at rest: 32 bytes, base64 or hex, or a keyring. */
-  encryptionKey: EncryptionKeyOption;
+  /**
+   * Key that seals credential values, callback payloads and recorded answers at rest: 32 bytes,
+   * base64 or hex, or a keyring. `false` opens the store for diagnostics only (an operator's tool):
+   * every method that would read or write a secret then rejects with MissingEncryptionKeyError.
+   */
+  encryptionKey: EncryptionKeyOption | false;
   /** How long a write waits for a lock held by another connection before failing with 503. Default 5000. */
   busyTimeoutMs?: number;
   /** pino logger (a child is used), or `false` for silence. Default: the package's redacting logger. */
@@ -38,7 +51,7 @@ export interface SqliteStoreOptions {
 }
 
 /** A store on one SQLite file: see {@link sqliteStore}. */
-export interface SqliteStore extends Store {
+export interface SqliteStore extends DiagnosableStore {
   readonly kind: 'sqlite';
   /** The schema version the database is at. */
   readonly schemaVersion: number;
@@ -108,8 +121,10 @@ function migrate(db: BetterSqlite3.Database, migrations: readonly Migration[], l
  * Credential values and callback payloads are sealed with AES-256-GCM under `encryptionKey`.
  *
  * - WAL journal with `synchronous = FULL`: every commit is on disk before the marketplace is answered,
- *   so a power cut cannot lose a provisioned resource the marketplace was told about. WAL makes that
- *   one fsync per transaction, and writes here are rare (provisioning requests, usage batches).
+ *   so a power cut cannot lose a provisioned resource the marketplace was told about. Group commit:
+ *   writes of the same tick share one transaction and one fsync, each in its own savepoint; claims
+ *   and outbox bookkeeping, whose loss is harmless, ask for no flush of their own.
+ * - `encryptionKey: false` opens the file for diagnostics only (secrets stay sealed and unreadable).
  * - Versioned migrations in `schema_migrations`, applied in one transaction on open.
  * - Single instance: on open, `running` operations left by a crashed predecessor are expired at once
  *   (their process is gone), so a retry takes them over without waiting for the lease. Two processes
@@ -131,7 +146,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     throw new InvalidOptionsError(`${FACTORY}: option "path" is required: the database file, e.g. './data/provider.db'`);
   }
   const busyTimeoutMs = integerOption(FACTORY, 'busyTimeoutMs', opts.busyTimeoutMs, 5000);
-  const cipher: SecretCipher = createCipher(opts.encryptionKey as EncryptionKeyOption, `${FACTORY}: option "encryptionKey"`);
+  const cipher: SecretCipher = storeCipher(FACTORY, opts.encryptionKey);
   const logger = createLogger(optionalLogger<Logger>(FACTORY, opts), { component: 'store', store: 'sqlite' });
   const Database = loadDriver();
 
@@ -160,157 +175,108 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     throw mapError(error);
   }
 
-  const sql = {
-    getResource: db.prepare<[string], ResourceRow>('SELECT * FROM resources WHERE id = ?'),
-    getCredential: db.prepare<[string], CredentialRow>('SELECT * FROM credentials WHERE id = ?'),
-    listCredentials: db.prepare<[string], CredentialRow>('SELECT * FROM credentials WHERE resource_id = ? ORDER BY created_at, id'),
-    getOperation: db.prepare<[string], OperationRow>('SELECT * FROM operations WHERE key = ?'),
-    listPending: db.prepare<[number], OperationRow>("SELECT * FROM operations WHERE state = 'pending' ORDER BY created_at, key LIMIT ?"),
-    // The liveness rule of common.ts isOperationLive, in SQL: a claim replaces the existing row only
-    // when its running lease lapsed or its pending deadline passed.
-    claim: db.prepare<Record<string, unknown>, OperationRow>(`
-      INSERT INTO operations (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at)
-      VALUES (@key, @kind, @targetId, @fingerprint, 'running', @token, @owner, @leaseExpiresAt, @request, @now)
-      ON CONFLICT (key) DO UPDATE SET
-        kind = excluded.kind, target_id = excluded.target_id, fingerprint = excluded.fingerprint, state = 'running',
-        token = excluded.token, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at,
-        request = excluded.request, created_at = excluded.created_at,
-        message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL
-      WHERE NOT (CASE WHEN operations.state = 'running' THEN operations.lease_expires_at > @now
-                      ELSE operations.deadline_at IS NULL OR operations.deadline_at > @now END)
-      RETURNING *`),
-    renew: db.prepare<[number, string, string]>("UPDATE operations SET lease_expires_at = ? WHERE key = ? AND token = ? AND state = 'running'"),
-    release: db.prepare<[string, string]>('DELETE FROM operations WHERE key = ? AND token = ?'),
-    markPending: db.prepare<[string, number, string | null, string | null, string, string], OperationRow>(`
-      UPDATE operations SET state = 'pending', message = ?, deadline_at = ?,
-        callback_id = coalesce(?, callback_id), callback_url = coalesce(?, callback_url)
-      WHERE key = ? AND token = ? RETURNING *`),
-    resourceExists: db.prepare<[string], { found: number }>('SELECT 1 AS found FROM resources WHERE id = ?'),
-    putResource: db.prepare<[string, string, string, string, string, string, number, number]>(`
-      INSERT INTO resources (id, product, plan, region, features, message, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (id) DO UPDATE SET product = excluded.product, plan = excluded.plan, region = excluded.region,
-        features = excluded.features, message = excluded.message, created_at = excluded.created_at, updated_at = excluded.updated_at`),
-    deleteResource: db.prepare<[string]>('DELETE FROM resources WHERE id = ?'),
-    putCredential: db.prepare<[string, string, Buffer, string, number]>(`
-      INSERT INTO credentials (id, resource_id, sealed_values, message, created_at) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, sealed_values = excluded.sealed_values,
-        message = excluded.message, created_at = excluded.created_at`),
-    deleteCredential: db.prepare<[string]>('DELETE FROM credentials WHERE id = ?'),
-    isDeleted: db.prepare<[string, string], { found: number }>('SELECT 1 AS found FROM tombstones WHERE entity = ? AND id = ?'),
-    // DO NOTHING: a tombstone keeps the time of the first deletion.
-    bury: db.prepare<[string, string, number]>('INSERT INTO tombstones (entity, id, deleted_at) VALUES (?, ?, ?) ON CONFLICT (entity, id) DO NOTHING'),
-    buryCredentialsOf: db.prepare<[number, string]>(`
-      INSERT INTO tombstones (entity, id, deleted_at) SELECT 'credential', id, ? FROM credentials WHERE resource_id = ?
-      ON CONFLICT (entity, id) DO NOTHING`),
-    pruneTombstones: db.prepare<[number]>('DELETE FROM tombstones WHERE deleted_at < ?'),
-    putDelivery: db.prepare<Record<string, unknown>>(`
-      INSERT INTO deliveries (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)
-      VALUES (@id, @callbackId, @url, @payload, @createdAt, @deadlineAt, 'pending', 0, @createdAt)
-      ON CONFLICT (id) DO UPDATE SET callback_id = excluded.callback_id, url = excluded.url, sealed_payload = excluded.sealed_payload,
-        created_at = excluded.created_at, deadline_at = excluded.deadline_at, state = 'pending', attempts = 0,
-        next_attempt_at = excluded.next_attempt_at, last_error = NULL, claimed_by = NULL, claim_expires_at = NULL`),
-    claimDeliveries: db.prepare<Record<string, unknown>, DeliveryRow>(`
-      UPDATE deliveries SET claimed_by = @owner, claim_expires_at = @claimExpiresAt
-      WHERE id IN (
-        SELECT id FROM deliveries
-        WHERE state = 'pending' AND next_attempt_at <= @now AND (claim_expires_at IS NULL OR claim_expires_at <= @now)
-        ORDER BY next_attempt_at, created_at, id LIMIT @limit)
-      RETURNING *`),
-    completeDelivery: db.prepare<[string, string]>('DELETE FROM deliveries WHERE id = ? AND claimed_by = ?'),
-    retryDelivery: db.prepare<[number, number, string, string, string]>(`
-      UPDATE deliveries SET attempts = ?, next_attempt_at = ?, last_error = ?, claimed_by = NULL, claim_expires_at = NULL
-      WHERE id = ? AND claimed_by = ?`),
-    failDelivery: db.prepare<[string, string, string]>(`
-      UPDATE deliveries SET state = 'failed', last_error = ?, claimed_by = NULL, claim_expires_at = NULL
-      WHERE id = ? AND claimed_by = ?`),
-    listDeliveries: db.prepare<[], DeliveryRow>('SELECT * FROM deliveries ORDER BY created_at, id'),
-    recordUsage: db.prepare<[string, string, number, number]>('INSERT INTO usage_entries (resource_id, feature, quantity, at) VALUES (?, ?, ?, ?)'),
-    sumUsage: db.prepare<[string, number, number], { feature: string; total: number }>(
-      'SELECT feature, sum(quantity) AS total FROM usage_entries WHERE resource_id = ? AND at >= ? AND at < ? GROUP BY feature',
-    ),
-    hasUsage: db.prepare<[string, number, number], { found: number }>(
-      'SELECT EXISTS (SELECT 1 FROM usage_entries WHERE resource_id = ? AND at >= ? AND at < ?) AS found',
-    ),
-    pruneUsage: db.prepare<[number]>('DELETE FROM usage_entries WHERE at < ?'),
-  };
+  const sql = prepareAll(db);
+  const { toResource, toCredential, toOperation, toDelivery, toSummary, toAnswer } = recordMappers(cipher);
+  const committer = groupCommit(db, mapError);
 
-  const { toResource, toCredential, toOperation, toDelivery } = recordMappers(cipher);
+  const one = <R>(name: StatementName, values: Record<string, unknown> = {}): R | undefined => sql[name].get(...bind(statements[name], values)) as R | undefined;
+  const all = <R>(name: StatementName, values: Record<string, unknown> = {}): R[] => sql[name].all(...bind(statements[name], values)) as R[];
+  const exec = (name: StatementName, values: Record<string, unknown> = {}): number => sql[name].run(...bind(statements[name], values)).changes;
 
-  function applyMutation(mutation: Mutation): void {
+  const isDeleted = (entity: EntityKind, id: string): boolean => one('isDeleted', { entity, id }) !== undefined;
+  const credentialRow = (id: string): CredentialRow | undefined => one<CredentialRow>('getCredential', { id });
+
+  function putReplay(replay: ReplayRecord | undefined): void {
+    if (replay === undefined) return;
+    const sealed = replay.answer.body === undefined ? null : cipher.seal(replay.answer.body, `replay:${replay.requestId}`);
+    exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, sealed, expiresAt: replay.expiresAt });
+  }
+
+  // The rules of ClaimResult, in the order the memory store applies them; run inside one write
+  // transaction (SQLite has a single writer, so no other claim interleaves).
+  function claim(input: ClaimInput): ClaimResult {
+    if (input.requestId !== undefined) {
+      const replay = one<ReplayRow>('findReplay', { requestId: input.requestId, now: input.now });
+      if (replay !== undefined) return { outcome: 'replayed', answer: toAnswer(replay) };
+    }
+    const existing = one<OperationRow>('getOperation', { key: input.key });
+    if (existing !== undefined) {
+      const operation = toOperation(existing);
+      if (isOperationLive(operation, input.now)) return { outcome: 'busy', operation };
+    }
+    const child = input.key.startsWith('credential:');
+    const credential = child ? credentialRow(input.targetId) : undefined;
+    const parentId = child ? (input.parentId ?? credential?.resource_id) : undefined;
+    const resourceId = child ? parentId : input.targetId;
+    const holder = child
+      ? parentId === undefined ? undefined : one<OperationRow>('deprovisionOf', { key: operationKey('resource', parentId), now: input.now })
+      : input.kind === 'deprovision' ? one<OperationRow>('runningChildOf', { resourceId: input.targetId, now: input.now }) : undefined;
+    if (holder !== undefined) return { outcome: 'blocked', operation: toOperation(holder) };
+    const row = one<OperationRow>('claim', claimValues(input, parentId))!;
+    const resource = resourceId === undefined ? undefined : one<ResourceRow>('getResource', { id: resourceId });
+    return {
+      outcome: 'claimed',
+      operation: toOperation(row),
+      snapshot: {
+        resource: resource === undefined ? undefined : toResource(resource),
+        resourceDeleted: resourceId !== undefined && isDeleted('resource', resourceId),
+        credential: credential === undefined ? undefined : toCredential(credential),
+        credentialDeleted: child && isDeleted('credential', input.targetId),
+        credentials: input.kind === 'deprovision' ? all<CredentialRow>('listCredentials', { resourceId: input.targetId }).map(toCredential) : [],
+      },
+    };
+  }
+
+  function applyMutation(mutation: Mutation, orphanMessage: string | undefined): void {
     switch (mutation.type) {
       case 'none':
         return;
       case 'putResource': {
         const r = mutation.resource;
-        if (sql.isDeleted.get('resource', r.id) !== undefined) throw entityDeletedError('resource');
-        sql.putResource.run(r.id, r.product, r.plan, r.region, JSON.stringify(r.features), r.message, r.createdAt, r.updatedAt);
+        if (isDeleted('resource', r.id)) throw entityDeletedError('resource');
+        exec('putResource', { ...r, features: JSON.stringify(r.features) });
         return;
       }
-      case 'deleteResource':
+      case 'deleteResource': {
+        const values = { resourceId: mutation.id, id: mutation.id, deletedAt: mutation.deletedAt };
+        exec('reportOrphans', { ...values, empty: EMPTY, message: orphanMessage ?? ORPHAN_MESSAGE });
+        exec('dropOrphans', values);
         // Tombstones first, while the credentials are still there to be listed; then the credentials
         // go with the resource: ON DELETE CASCADE.
-        sql.buryCredentialsOf.run(mutation.deletedAt, mutation.id);
-        sql.bury.run('resource', mutation.id, mutation.deletedAt);
-        sql.deleteResource.run(mutation.id);
+        exec('buryCredentialsOf', values);
+        exec('bury', { ...values, entity: 'resource' });
+        exec('deleteResource', values);
         return;
+      }
       case 'putCredential': {
         const c = mutation.credential;
-        if (sql.resourceExists.get(c.resourceId) === undefined) throw new NotFoundError('Resource not found');
-        if (sql.isDeleted.get('credential', c.id) !== undefined) throw entityDeletedError('credential');
-        sql.putCredential.run(c.id, c.resourceId, cipher.seal(c.values, `credential:${c.id}`), c.message, c.createdAt);
+        if (one('resourceExists', { id: c.resourceId }) === undefined) throw new NotFoundError('Resource not found');
+        if (isDeleted('credential', c.id)) throw entityDeletedError('credential');
+        exec('putCredential', { ...c, sealed: cipher.seal(c.values, `credential:${c.id}`) });
         return;
       }
       case 'deleteCredential':
-        sql.deleteCredential.run(mutation.id);
-        sql.bury.run('credential', mutation.id, mutation.deletedAt);
+        exec('deleteCredential', { id: mutation.id });
+        exec('bury', { entity: 'credential', id: mutation.id, deletedAt: mutation.deletedAt });
         return;
     }
   }
 
-  function putDelivery(delivery: NewDelivery): void {
-    sql.putDelivery.run({
-      id: delivery.id,
-      callbackId: delivery.callbackId,
-      url: delivery.url,
-      payload: cipher.seal(delivery.payload, `delivery:${delivery.id}`),
-      createdAt: delivery.createdAt,
-      deadlineAt: delivery.deadlineAt,
-    });
+  function commit(key: string, token: string, input: CommitInput): void {
+    if (exec('release', { key, token }) === 0) throw new LeaseLostError();
+    applyMutation(input.mutation, input.orphanMessage);
+    const delivery = input.delivery;
+    if (delivery !== undefined) exec('putDelivery', { ...delivery, sealed: cipher.seal(delivery.payload, `delivery:${delivery.id}`) });
+    putReplay(input.replay);
   }
-
-  // A throw inside a better-sqlite3 transaction function rolls the whole transaction back.
-  const claimTx = db.transaction((input: ClaimInput): ClaimResult => {
-    const row = sql.claim.get({
-      key: input.key,
-      kind: input.kind,
-      targetId: input.targetId,
-      fingerprint: input.fingerprint,
-      token: newToken(),
-      owner: input.owner,
-      leaseExpiresAt: input.now + input.leaseMs,
-      request: JSON.stringify(input.request),
-      now: input.now,
-    });
-    if (row !== undefined) return { outcome: 'claimed', operation: toOperation(row) };
-    return { outcome: 'busy', operation: toOperation(sql.getOperation.get(input.key)!) };
-  });
-
-  const commitTx = db.transaction((key: string, token: string, commit: CommitInput): void => {
-    if (sql.release.run(key, token).changes === 0) throw new LeaseLostError();
-    applyMutation(commit.mutation);
-    if (commit.delivery !== undefined) putDelivery(commit.delivery);
-  });
-
-  const usageTx = db.transaction((entries: readonly { resourceId: string; feature: string; quantity: number; at: number }[]): void => {
-    for (const entry of entries) sql.recordUsage.run(entry.resourceId, entry.feature, entry.quantity, entry.at);
-  });
 
   let closed = false;
 
-  // Every method runs synchronously inside its promise: better-sqlite3 is synchronous and the process
-  // has one connection, so no two store calls interleave; write transactions are IMMEDIATE so that
-  // another connection to the file (a backup tool, sqlite3 shell) cannot slip in between read and write.
-  function run<T>(work: () => T): Promise<T> {
+  // Reads run at once: better-sqlite3 is synchronous and the process has one connection, so no two
+  // store calls interleave. Writes go through the group committer (one transaction, one flush per
+  // tick); its transactions are IMMEDIATE so another connection to the file (a backup tool, the
+  // sqlite3 shell) cannot slip in between a read and a write.
+  function read<T>(work: () => T): Promise<T> {
     if (closed) return Promise.reject(new ServiceUnavailableError('Store is closed'));
     try {
       return Promise.resolve(work());
@@ -318,6 +284,14 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       return Promise.reject(mapError(error));
     }
   }
+  function write<T>(work: () => T, durable = true): Promise<T> {
+    if (closed) return Promise.reject(new ServiceUnavailableError('Store is closed'));
+    return committer.write(work, durable);
+  }
+  // Writes whose loss in a power cut is harmless need no flush of their own (see GroupCommitter):
+  // a lost operation claim or renewal is a claim the restart expires anyway; a lost outbox claim
+  // or attempt record means the callback is sent again (at least once, as always).
+  const lightWrite = <T>(work: () => T): Promise<T> => write(work, false);
 
   return {
     kind: 'sqlite',
@@ -326,94 +300,124 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     },
 
     getResource: (id) =>
-      run(() => {
-        const row = sql.getResource.get(id);
+      read(() => {
+        const row = one<ResourceRow>('getResource', { id });
         return row === undefined ? undefined : toResource(row);
       }),
 
     getCredential: (id) =>
-      run(() => {
-        const row = sql.getCredential.get(id);
+      read(() => {
+        const row = credentialRow(id);
         return row === undefined ? undefined : toCredential(row);
       }),
 
-    listCredentials: (resourceId) => run(() => sql.listCredentials.all(resourceId).map(toCredential)),
+    listCredentials: (resourceId) => read(() => all<CredentialRow>('listCredentials', { resourceId }).map(toCredential)),
 
     getOperation: (key) =>
-      run(() => {
-        const row = sql.getOperation.get(key);
+      read(() => {
+        const row = one<OperationRow>('getOperation', { key });
         return row === undefined ? undefined : toOperation(row);
       }),
 
-    listPendingOperations: (limit) => run(() => sql.listPending.all(limit).map(toOperation)),
+    claimOperation: (input) => lightWrite(() => claim(input)),
 
-    claimOperation: (input) => run(() => claimTx.immediate(input)),
-
-    renewOperation: (key, token, leaseExpiresAt) => run(() => sql.renew.run(leaseExpiresAt, key, token).changes > 0),
+    renewOperation: (key, token, leaseExpiresAt) => lightWrite(() => exec('renew', { key, token, leaseExpiresAt }) > 0),
 
     releaseOperation: (key, token) =>
-      run(() => {
-        sql.release.run(key, token);
+      lightWrite(() => {
+        exec('release', { key, token });
       }),
 
     markOperationPending: (key, token, pending: PendingInput) =>
-      run(() => {
-        const row = sql.markPending.get(pending.message, pending.deadlineAt, pending.callbackId ?? null, pending.callbackUrl ?? null, key, token);
+      write(() => {
+        const row = one<OperationRow>('markPending', { ...pending, key, token });
         if (row === undefined) throw new LeaseLostError();
+        putReplay(pending.replay);
         return toOperation(row);
       }),
 
-    commitOperation: (key, token, commit) => run(() => commitTx.immediate(key, token, commit)),
+    commitOperation: (key, token, input) => write(() => commit(key, token, input)),
 
-    isDeleted: (entity, id) => run(() => sql.isDeleted.get(entity, id) !== undefined),
+    isDeleted: (entity, id) => read(() => isDeleted(entity, id)),
 
-    pruneTombstones: (before) => run(() => sql.pruneTombstones.run(before).changes),
+    pruneReplays: (now) => write(() => exec('pruneReplays', { now })),
+
+    pruneTombstones: (before) => write(() => exec('pruneTombstones', { before })),
 
     claimDeliveries: (input) =>
-      run(() =>
-        sql.claimDeliveries
-          .all({ owner: input.owner, claimExpiresAt: input.now + input.leaseMs, now: input.now, limit: input.limit })
+      lightWrite(() =>
+        all<DeliveryRow>('claimDeliveries', { owner: input.owner, claimExpiresAt: input.now + input.leaseMs, now: input.now, limit: input.limit })
           .map(toDelivery)
-          .sort((a, b) => a.nextAttemptAt - b.nextAttemptAt || a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
+          .sort(byDue),
       ),
 
     completeDelivery: (id, owner) =>
-      run(() => {
-        sql.completeDelivery.run(id, owner);
+      lightWrite(() => {
+        exec('completeDelivery', { id, owner });
       }),
 
     retryDelivery: (id, owner, retry) =>
-      run(() => {
-        sql.retryDelivery.run(retry.attempts, retry.nextAttemptAt, retry.lastError, id, owner);
+      lightWrite(() => {
+        exec('retryDelivery', { ...retry, id, owner });
       }),
 
     failDelivery: (id, owner, reason) =>
-      run(() => {
-        sql.failDelivery.run(reason, id, owner);
+      lightWrite(() => {
+        exec('failDelivery', { id, owner, reason });
       }),
 
-    listDeliveries: () => run(() => sql.listDeliveries.all().map(toDelivery)),
+    listDeliveries: () => read(() => all<DeliveryRow>('listDeliveries').map(toDelivery)),
+
+    listDeliverySummaries: (filter = {}) =>
+      read(() => all<DeliveryRow>('listDeliverySummaries', { state: filter.state, limit: filter.limit ?? Number.MAX_SAFE_INTEGER }).map(toSummary)),
+
+    getDeliverySummary: (id) =>
+      read(() => {
+        const row = one<DeliveryRow>('getDeliverySummary', { id });
+        return row === undefined ? undefined : toSummary(row);
+      }),
+
+    makeDeliveryDue: (id, now) => write(() => exec('makeDeliveryDue', { id, now }) > 0),
+
+    dropDelivery: (id) => write(() => exec('dropDelivery', { id }) > 0),
+
+    outboxStats: () => read(() => toOutboxStats(one<OutboxStatsRow>('outboxStats')!)),
+
+    listPendingOperations: (limit) => read(() => all<OperationRow>('listPending', { limit }).map(toOperation)),
+
+    countPendingOperations: () => read(() => Number(one<{ n: number }>('countPending')!.n)),
+
+    ping: () =>
+      read(() => {
+        one('ping');
+      }),
 
     recordUsage: (entries) =>
-      run(() => {
-        if (entries.length > 0) usageTx.immediate(entries);
+      write(() => {
+        if (entries.length > 0) exec('recordUsage', { entries: usageJson(entries) });
       }),
 
-    sumUsage: (resourceId, from, to) =>
-      run(() => {
-        const totals = Object.create(null) as Record<string, number>;
-        for (const row of sql.sumUsage.all(resourceId, from, to)) totals[row.feature] = row.total;
-        return totals;
-      }),
+    sumUsage: (resourceId, from, to) => read(() => usageTotals(all('sumUsage', { resourceId, from, to }))),
 
-    hasUsage: (resourceId, from, to) => run(() => sql.hasUsage.get(resourceId, from, to)!.found === 1),
+    hasUsage: (resourceId, from, to) => read(() => one('hasUsage', { resourceId, from, to }) !== undefined),
 
-    pruneUsage: (before) => run(() => sql.pruneUsage.run(before).changes),
+    pruneUsage: (before) => write(() => exec('pruneUsage', { before })),
 
     async close() {
       if (closed) return;
+      // Writes already accepted are committed before the file closes.
+      committer.flush();
       closed = true;
       db.close();
     },
   };
+}
+
+/** The statements of the store, prepared once (SQLite dialect). */
+const statements = compileStatements('sqlite');
+
+function prepareAll(db: BetterSqlite3.Database): Record<StatementName, BetterSqlite3.Statement> {
+  const prepared = {} as Record<StatementName, BetterSqlite3.Statement>;
+  for (const name of Object.keys(statements) as StatementName[]) prepared[name] = db.prepare(statements[name].text);
+  return prepared;
 }

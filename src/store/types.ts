@@ -1,7 +1,9 @@
 /**
- * The store contract. The router owns every decision (201/204/409/404/202); a store only offers the
- * few atomic steps those decisions need, so that an adapter is small and the rules live in one place.
- * docs/stores.md explains each method; test/store/contract.ts is the conformance suite every adapter
+ * The store contract. The operation table (src/idempotency) owns every decision (201/204/409/404/202);
+ * a store only offers the few atomic steps those decisions need (a claim that reads what the decision
+ * needs, a commit), so that an adapter is small and the rules live in one place.
+ * docs/stores.md explains each method; src/testkit/store-conformance.ts (exported as `storeConformance` from
+ * `embedded-marketplace/testkit`) is the conformance suite every adapter
  * passes.
  *
  * Times are milliseconds since the epoch and are always passed in by the caller, never read from a
@@ -94,14 +96,68 @@ export interface ClaimInput {
   owner: string;
   now: number;
   leaseMs: number;
+  /**
+   * The parent resource of a credential operation. Credential PUT: the body's `resource_id`.
+   * Credential DELETE: omitted; the store uses the stored credential's `resourceId`.
+   * Resource operations: omitted (the target is the resource).
+   */
+  parentId?: string;
+  /**
+   * The signed request's own signature (the first X-Signature field). When a replay record holds it,
+   * the claim answers `replayed` with the recorded answer and claims nothing.
+   */
+  requestId?: string;
+}
+
+/** An answer as it was sent. Durable stores seal bodies that hold credentials. */
+export interface RecordedAnswer {
+  status: number;
+  body?: unknown;
 }
 
 /**
- * `claimed`: the caller now holds the operation (a new record, or one whose running lease lapsed or
- * whose pending deadline passed, replaced whole by the caller's). `busy`: a live operation holds
- * the key; the caller decides from its fingerprint and state whether to wait, replay 202 or answer 409.
+ * The answer to one executed signed request, keyed by its signature, so that the same request sent
+ * again (captured and replayed within the Date window) answers the same and changes nothing.
  */
-export type ClaimResult = { outcome: 'claimed'; operation: OperationRecord } | { outcome: 'busy'; operation: OperationRecord };
+export interface ReplayRecord {
+  requestId: string;
+  answer: RecordedAnswer;
+  /** Kept at least until then (at least twice the signature tolerance); pruned after. */
+  expiresAt: number;
+}
+
+/**
+ * What the operation table decides from, read by the claim in the same atomic step that takes the
+ * operation, so the decision and the commit see the same state.
+ */
+export interface EntitySnapshot {
+  /** Resource operations: the target resource. Credential operations: the parent resource. */
+  resource: ResourceRecord | undefined;
+  /** Whether that resource id has a tombstone. */
+  resourceDeleted: boolean;
+  /** Credential operations only: the target credential set. */
+  credential: CredentialRecord | undefined;
+  /** Credential operations only: whether the target credential id has a tombstone. */
+  credentialDeleted: boolean;
+  /** `deprovision` only (empty otherwise): every credential set of the resource when the claim is taken. */
+  credentials: CredentialRecord[];
+}
+
+/**
+ * - `replayed`: `requestId` was already executed; nothing is claimed; answer `answer` as is.
+ * - `claimed`: the caller now holds the operation (a new record, or one whose running lease lapsed
+ *   or whose pending deadline passed, replaced whole by the caller's), with the entities it decides from.
+ * - `busy`: a live operation holds this key; the caller decides from its fingerprint and state
+ *   whether to wait, replay 202 or answer 409.
+ * - `blocked`: the key is free but its family is held (parent/child exclusion): a credential
+ *   operation while `resource:<parent>` holds a live `deprovision`, or a `deprovision` while any
+ *   credential operation of the resource is `running`. `operation` is the holder.
+ */
+export type ClaimResult =
+  | { outcome: 'replayed'; answer: RecordedAnswer }
+  | { outcome: 'claimed'; operation: OperationRecord; snapshot: EntitySnapshot }
+  | { outcome: 'busy'; operation: OperationRecord }
+  | { outcome: 'blocked'; operation: OperationRecord };
 
 /** The two kinds of entity the marketplace provisions: the first half of an operation key and of a tombstone. */
 export type EntityKind = 'resource' | 'credential';
@@ -161,7 +217,17 @@ export interface DeliveryRecord extends NewDelivery {
 
 export interface CommitInput {
   mutation: Mutation;
+  /** The callback reporting this commit (long-running operations). */
   delivery?: NewDelivery;
+  /** The answer to record for the signed request that ran the operation. */
+  replay?: ReplayRecord;
+  /**
+   * With a `deleteResource` mutation: every *pending* credential operation of that resource is
+   * removed in the same transaction, and each that carried callback headers gets an `error`
+   * delivery with this message (the engine passes "The resource was deprovisioned"), created at
+   * the deletion time with the operation's own deadline.
+   */
+  orphanMessage?: string;
 }
 
 export interface PendingInput {
@@ -169,6 +235,8 @@ export interface PendingInput {
   callbackId?: string;
   callbackUrl?: string;
   deadlineAt: number;
+  /** The 202 to record for the signed request: the same request again answers 202 again. */
+  replay?: ReplayRecord;
 }
 
 export interface UsageEntry {
@@ -191,53 +259,74 @@ export interface DeliveryRetryInput {
   lastError: string;
 }
 
-/**
- * Persistence for the provider side. Every method may reject with ServiceUnavailableError when the
- * backing database cannot be reached; the router answers 503 and nothing partial is left behind.
- */
-export interface Store {
-  /** `memory`, `sqlite`, `postgres`, …: for logs. */
-  readonly kind: string;
+/** A delivery as operators see it: never a credential value, never needs the encryption key. */
+export interface DeliverySummary {
+  id: string;
+  callbackId: string;
+  url: string;
+  state: 'pending' | 'failed';
+  attempts: number;
+  nextAttemptAt: number;
+  lastError?: string;
+  createdAt: number;
+  deadlineAt: number;
+  claimedBy?: string;
+  claimExpiresAt?: number;
+}
 
+export interface OutboxStats {
+  pending: number;
+  failed: number;
+  oldestPendingCreatedAt: number | undefined;
+}
+
+/** Reads of provisioned entities (the measures route and the tests read them directly). */
+export interface EntityReads {
   getResource(id: string): Promise<ResourceRecord | undefined>;
   getCredential(id: string): Promise<CredentialRecord | undefined>;
+  /** Credential sets of a resource, oldest first. */
   listCredentials(resourceId: string): Promise<CredentialRecord[]>;
+}
 
-  getOperation(key: string): Promise<OperationRecord | undefined>;
-  /** Operations waiting for completion (state `pending`), oldest first. */
-  listPendingOperations(limit: number): Promise<OperationRecord[]>;
-  /** Atomically take the operation for `key` unless a live one holds it (see ClaimResult). */
+/**
+ * The operation lock, entity changes, tombstones and replay records. Every rule of
+ * {@link ClaimResult} (replay, liveness, parent/child exclusion) is applied inside `claimOperation`,
+ * atomically, in one round trip.
+ */
+export interface OperationStore {
+  /** Take the operation for `input.key`, reading what the decision needs (see ClaimResult). One round trip. */
   claimOperation(input: ClaimInput): Promise<ClaimResult>;
+  getOperation(key: string): Promise<OperationRecord | undefined>;
   /** Extend a running claim. False when the token no longer holds the key (lease lost). */
   renewOperation(key: string, token: string, leaseExpiresAt: number): Promise<boolean>;
   /** Drop a claim without any change (handler refused or failed). No-op when the token lost the key. */
   releaseOperation(key: string, token: string): Promise<void>;
-  /** Turn a running claim into a pending operation (the handler answered 202). Rejects with LeaseLostError when the token lost the key. */
+  /**
+   * Turn a running claim into a pending operation (the handler answered 202), writing
+   * `pending.replay` in the same transaction. Rejects with LeaseLostError when the token lost the key.
+   */
   markOperationPending(key: string, token: string, pending: PendingInput): Promise<OperationRecord>;
   /**
-   * In one transaction: apply the mutation (deletions with their tombstones), delete the operation
-   * and enqueue the delivery. Rejects with LeaseLostError when the token no longer holds the key,
-   * with NotFoundError for a credential whose resource is gone, and with ConflictError for a put of
-   * a tombstoned id; nothing is written then and the operation is still held.
+   * In one transaction and one round trip: apply the mutation (deletions with their tombstones, and
+   * for `deleteResource` the orphaned pending credential operations, see CommitInput), delete the
+   * operation, enqueue the delivery and write the replay record. Rejects with LeaseLostError when
+   * the token no longer holds the key, with NotFoundError for a credential whose resource is gone,
+   * and with ConflictError for a put of a tombstoned id; nothing is written then and the operation
+   * is still held.
    */
   commitOperation(key: string, token: string, commit: CommitInput): Promise<void>;
-
   /**
    * Whether a tombstone exists for this entity: it was deleted by a committed `deleteResource` or
    * `deleteCredential` (a resource's deletion tombstones its credentials too). False for an id never
    * seen, for one that exists, and for one whose provisioning failed (nothing was ever written).
-   *
-   * Tombstones are kept: ids are never reused, and each costs one small row (kind, id, time).
    */
   isDeleted(entity: EntityKind, id: string): Promise<boolean>;
-  /**
-   * Delete tombstones with `deletedAt < before`; answers how many. Only safe beyond the signature
-   * replay window: a captured PUT for a pruned id would provision it again. A signed Date may run
-   * `toleranceMs` ahead and stays valid `toleranceMs` after, so `before` must be at most
-   * `now - 2 * toleranceMs` (10 minutes by default); keeping a day or more costs little.
-   */
-  pruneTombstones(before: number): Promise<number>;
+  /** Delete replay records with `expiresAt < now`; answers how many. */
+  pruneReplays(now: number): Promise<number>;
+}
 
+/** The outbox's queue of callbacks. */
+export interface DeliveryStore {
   /** Claim up to `limit` deliveries that are due and not held by a live claim. */
   claimDeliveries(input: DeliveryClaimInput): Promise<DeliveryRecord[]>;
   /** The delivery was answered as expected: remove it. */
@@ -246,19 +335,64 @@ export interface Store {
   retryDelivery(id: string, owner: string, retry: DeliveryRetryInput): Promise<void>;
   /** Give up (a final 4xx, or past the deadline): kept with state `failed` for inspection. */
   failDelivery(id: string, owner: string, reason: string): Promise<void>;
-  /** Deliveries in any state, for diagnostics and tests. */
-  listDeliveries(): Promise<DeliveryRecord[]>;
+}
 
+/** Usage for the measures route. */
+export interface UsageStore {
   recordUsage(entries: readonly UsageEntry[]): Promise<void>;
   /** Totals by feature for `from <= at < to`. */
   sumUsage(resourceId: string, from: number, to: number): Promise<Record<string, number>>;
   /** Whether any usage exists for the resource (to tell 204 from a 200 with zeros). */
   hasUsage(resourceId: string, from: number, to: number): Promise<boolean>;
-  /** Delete entries with `at < before`; answers how many. */
-  pruneUsage(before: number): Promise<number>;
+}
 
+/**
+ * Optional methods (express-session style): operator tools, health checks and tests use them when
+ * present. None of them decrypts anything.
+ */
+export interface StoreDiagnostics {
+  /** Oldest first. */
+  listDeliverySummaries(filter?: { state?: 'pending' | 'failed'; limit?: number }): Promise<DeliverySummary[]>;
+  getDeliverySummary(id: string): Promise<DeliverySummary | undefined>;
+  /** Make a pending or failed delivery due at `now` (state pending, claim cleared). False if unknown. */
+  makeDeliveryDue(id: string, now: number): Promise<boolean>;
+  /** Delete a delivery. False if unknown. */
+  dropDelivery(id: string): Promise<boolean>;
+  outboxStats(): Promise<OutboxStats>;
+  /** Pending (202) operations, oldest first. */
+  listPendingOperations(limit: number): Promise<OperationRecord[]>;
+  countPendingOperations(): Promise<number>;
+  /** A trivial round trip (SELECT 1), for health checks. */
+  ping(): Promise<void>;
+  /** Deliveries in any state with their payloads (credentials included): for tests. */
+  listDeliveries(): Promise<DeliveryRecord[]>;
+  /**
+   * Delete tombstones with `deletedAt < before`; answers how many. Only safe beyond the signature
+   * replay window: a captured PUT for a pruned id would provision it again. A signed Date may run
+   * `toleranceMs` ahead and stays valid `toleranceMs` after, so `before` must be at most
+   * `now - 2 * toleranceMs` (10 minutes by default); keeping a day or more costs little.
+   */
+  pruneTombstones(before: number): Promise<number>;
+  /** Delete usage entries with `at < before`; answers how many. */
+  pruneUsage(before: number): Promise<number>;
+}
+
+/**
+ * Persistence for the provider side: entity reads, operations, deliveries and usage are required;
+ * diagnostics are optional. Every method may reject with ServiceUnavailableError when the backing
+ * database cannot be reached; the router answers 503 and nothing partial is left behind.
+ */
+export interface Store extends EntityReads, OperationStore, DeliveryStore, UsageStore, Partial<StoreDiagnostics> {
+  /** `memory`, `sqlite`, `postgres`, …: for logs. */
+  readonly kind: string;
   close(): Promise<void>;
 }
+
+/** A store with every diagnostic method. */
+export type DiagnosableStore = Store & StoreDiagnostics;
+
+/** A store with the listing and pruning diagnostics the bundled adapters have always had. */
+export type ListingStore = Store & Pick<StoreDiagnostics, 'listDeliveries' | 'listPendingOperations' | 'pruneTombstones' | 'pruneUsage'>;
 
 /** The key of the operation lock for an entity. */
 export function operationKey(entity: EntityKind, id: string): string {

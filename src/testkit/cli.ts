@@ -15,7 +15,18 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() }, stop.signal).then(
+const io = {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  env: process.env,
+  cwd: process.cwd(),
+  // A getter: process.stdin is only opened by a command that asks something.
+  get stdin() {
+    return process.stdin;
+  },
+};
+
+main(process.argv.slice(2), io, stop.signal).then(
   (code) => {
     process.exitCode = code;
   },

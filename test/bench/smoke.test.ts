@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
@@ -19,7 +22,8 @@ function tableRows(stdout: string): string[][] {
 
 describe('bench --quick', () => {
   it('runs every measurement and prints the table with its baselines', { timeout: 120_000 }, () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', '--quick'], { cwd: root, encoding: 'utf8', timeout: 110_000 });
+    const svg = join(mkdtempSync(join(tmpdir(), 'em-bench-')), 'chart.svg');
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', '--quick', `--svg=${svg}`], { cwd: root, encoding: 'utf8', timeout: 110_000 });
     assert.equal(run.status, 0, `bench exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
 
     assert.match(run.stdout, /^machine: \d+ × .+, Node v\d+/m);
@@ -29,7 +33,10 @@ describe('bench --quick', () => {
 
     assert.equal(section('1').length, 2);
     assert.ok(names('1').every((name) => /^verify\(\) vs raw crypto\.verify, \d+ in flight \((throughput|latency); median of \d+ paired slices\)$/.test(name!)));
-    assert.deepEqual(names('2'), ['signed PUT, marketplaceRouter + memoryStore']);
+    assert.deepEqual(names('2'), [
+      'one-verify ceiling: bare Express + raw body + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse',
+      'signed PUT, marketplaceRouter + memoryStore',
+    ]);
     assert.deepEqual(names('3'), ['signed PUT, marketplaceRouter + sqliteStore (temp file)', 'signed PUT, marketplaceRouter + postgresStore (own schema)']);
     assert.equal(section('4').length, 2);
     assert.match(names('4')[0]!, /^memory: [\d,]+ resources provisioned/);
@@ -43,7 +50,16 @@ describe('bench --quick', () => {
     }
     // Every ratio is a number taken against a baseline measured in the same run.
     for (const row of [...section('1'), ...section('2'), section('3')[0]!, ...section('5')]) assert.match(row[4]!, /^\d+\.\d\d$/);
+    // The ceiling against bare Express; every store against the ceiling, with its target.
     assert.match(section('2')[0]![3]!, /^bare Express [\d,]+ req\/s/);
+    assert.match(section('2')[1]![3]!, /^one-verify ceiling [\d,]+ req\/s/);
+    assert.deepEqual([section('2')[1]![5], section('3')[0]![5], section('3')[1]![5]], ['≥ 0.9', '≥ 0.6', '≥ 0.5']);
+    assert.match(section('2')[1]![2]!, /server CPU [\d,]+ µs\/req/);
+    // The chart the docs show, written by the same run.
+    const chart = readFileSync(svg, 'utf8');
+    assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    assert.match(chart, /one-verify ceiling/);
+    assert.match(chart, /memoryStore/);
     assert.match(section('4')[0]![2]!, /B\/resource/);
     assert.match(section('4')[1]![2]!, /endorsement cache max [\d,]+ \/ capacity [\d,]+/);
     // The postgres row is measured or says why not; either way it is there.

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { createFakeConnector, type FakeConnector } from '../../src/testkit/fake-connector.js';
-import { startExample, stopAll, sumCalls, waitFor, type ExampleProcess } from '../helpers/processes.js';
+import { delay, startExample, stopAll, sumCalls, waitFor, type ExampleProcess } from '../helpers/processes.js';
 import {
   DATABASE_URL,
   figures,
@@ -104,6 +104,46 @@ describe('two instances, one database: concurrent identical requests', { skip },
     assert.equal(calls, 1, 'the handler ran exactly once over both instances');
   });
 
+  /** Sends until the answer is final (not "in progress, retry": 409 ERR_OPERATION_CONFLICT is final). */
+  async function settle(target: ExampleProcess, method: string, path: string, body?: unknown): Promise<Answer> {
+    for (let attempt = 0; ; attempt++) {
+      const answer = await market.send(target, method, path, body);
+      const code = (answer.body as { code?: string } | undefined)?.code;
+      if (!(answer.status === 503 && code === 'ERR_OPERATION_IN_PROGRESS') || attempt >= 40) return answer;
+      await delay(100);
+    }
+  }
+
+  const started = async (handler: string, id: string) =>
+    waitFor(`${handler} of ${id} to start`, async () => sumCalls([await a!.handlerCalls(), await b!.handlerCalls()], handler, id) > 0);
+
+  it("a credential PUT on one instance and its resource's DELETE on the other serialize, in either order: never a live credential after its resource is gone", async () => {
+    // Credential first (its handler is slow), DELETE on the other instance while it runs.
+    const r1 = newId('race');
+    assert.equal((await market.send(a!, 'PUT', `/v1/resources/${r1}`, provisionBody(r1))).status, 201);
+    const c1 = newId('cred');
+    const putting = market.send(a!, 'PUT', `/v1/credentials/${c1}`, { id: c1, resource_id: r1 });
+    await started('provisionCredentials', c1);
+    const deleting = settle(b!, 'DELETE', `/v1/resources/${r1}`);
+    assert.equal((await putting).status, 201, 'the credential PUT that started first completes');
+    assert.equal((await deleting).status, 204, 'the DELETE waits for it, then deprovisions');
+    assert.deepEqual(await admin!.query(`SELECT id FROM "${schema}".credentials WHERE resource_id = $1`, [r1]), []);
+    assert.deepEqual(await admin!.query(`SELECT entity FROM "${schema}".tombstones WHERE id = $1`, [c1]), [{ entity: 'credential' }], 'the credential went with its resource');
+
+    // DELETE first (its handler is slow), the credential PUT on the other instance while it runs.
+    const r2 = newId('race');
+    assert.equal((await market.send(a!, 'PUT', `/v1/resources/${r2}`, provisionBody(r2))).status, 201);
+    const c2 = newId('cred');
+    const deleting2 = market.send(b!, 'DELETE', `/v1/resources/${r2}`);
+    await started('deprovision', r2);
+    const during = await market.send(a!, 'PUT', `/v1/credentials/${c2}`, { id: c2, resource_id: r2 });
+    assert.ok([404, 409, 503].includes(during.status), `a credential PUT during the DELETE is refused, got ${during.status}`);
+    assert.equal((await deleting2).status, 204);
+    const after = await settle(a!, 'PUT', `/v1/credentials/${c2}`, { id: c2, resource_id: r2 });
+    assert.equal(after.status, 404, 'after the DELETE: 404');
+    assert.equal(sumCalls([await a!.handlerCalls(), await b!.handlerCalls()], 'provisionCredentials', c2), 0, 'provisionCredentials never ran');
+    assert.deepEqual(await admin!.query(`SELECT id FROM "${schema}".credentials WHERE id = $1`, [c2]), []);
+  });
 });
 
 describe('two instances, one database: an instance killed while it holds claimed deliveries', { skip }, () => {

@@ -13,7 +13,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { readAnswer } from '../helpers/http.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
-import type { Store } from '../../src/store/types.js';
+import type { ListingStore } from '../../src/store/types.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { createSigner } from '../../src/testkit/signer.js';
 import { generateEncryptionKey } from '../../src/store/crypto.js';
@@ -200,7 +200,7 @@ export interface StoreUnderTest {
   /** Rows of `table`, all or those whose `column` equals `value` (read with the store's own SQL, no decryption). */
   count(table: Table, where?: { column: string; value: string }): Promise<number>;
   /** The store opened in the test process with the same key (for SQLite: once the example stopped). */
-  open(): Promise<Store>;
+  open(): Promise<ListingStore>;
   /** Removes the files or the schema. */
   cleanup(): Promise<void>;
 }

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { ConnectorClient } from '../../src/connector/client.js';
 import { createOutbox, type SendCallback, type SendResult } from '../../src/outbox/index.js';
 import { memoryStore } from '../../src/store/memory.js';
-import type { CallbackPayload, DeliveryRecord, Store } from '../../src/store/types.js';
+import type { CallbackPayload, DeliveryRecord, ListingStore, Store } from '../../src/store/types.js';
 import { captureLogs, deferred, enqueue, fakeClock, LEVEL, waitFor } from './helpers.js';
 
 // Compile-time check: the connector client's sendCallback plugs in as `send` unchanged.
@@ -11,7 +11,7 @@ const _connectorFits: (client: ConnectorClient) => SendCallback = (client) => (u
 
 const delivered: SendCallback = async () => ({ outcome: 'delivered', status: 204 });
 
-async function only(store: Store): Promise<DeliveryRecord> {
+async function only(store: ListingStore): Promise<DeliveryRecord> {
   const all = await store.listDeliveries();
   assert.equal(all.length, 1, 'expected exactly one delivery in the store');
   return all[0]!;

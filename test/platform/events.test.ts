@@ -2,10 +2,14 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import express from 'express';
 import supertest from 'supertest';
-import { InvalidOptionsError, NotFoundError } from '../../src/errors.js';
+import { InvalidOptionsError, NotFoundError, ServiceUnavailableError } from '../../src/errors.js';
 import {
+  eventSecretHeader,
+  eventSecretPath,
   marketplaceEvents,
   MemorySeenEventStore,
+  type SeenEventClaim,
+  type SeenEventStore,
   type MarketplaceEventContext,
   type MarketplaceEventsOptions,
   type ResourceEventData,
@@ -31,6 +35,7 @@ async function withReceiver(
   const receiver = marketplaceEvents({
     handlers: { 'resource:provisioned': record('resource:provisioned'), 'resource:deprovisioned': record('resource:deprovisioned') },
     logger: logs.logger,
+    verify: false,
     ...rest,
   });
   const app = express();
@@ -307,33 +312,215 @@ describe('marketplaceEvents: duplicates and retries', () => {
     });
   });
 
-  it('uses a given seenStore (which may be asynchronous)', async () => {
-    const keys = new Map<string, number>();
-    const seenStore = {
-      has: async (key: string) => keys.has(key),
-      add: async (key: string, expiresAt: number) => void keys.set(key, expiresAt),
+  it('uses a given seenStore: claim before the handler, complete after it (which may be asynchronous)', async () => {
+    const calls: string[] = [];
+    const inner = new MemorySeenEventStore();
+    const seenStore: SeenEventStore = {
+      claim: async (key, claim) => {
+        calls.push('claim');
+        return inner.claim(key, claim);
+      },
+      complete: async (key, owner, expiresAt) => {
+        calls.push(`complete ${expiresAt}`);
+        return inner.complete(key, owner, expiresAt);
+      },
+      release: async (key, owner) => {
+        calls.push('release');
+        return inner.release(key, owner);
+      },
     };
     const clock = manualClock();
     await withReceiver({ seenStore, now: clock.now, dedupeWindowMs: 1000 }, async ({ post, delivered }) => {
       await post('resource:provisioned', envelope('resource:provisioned'));
       await post('resource:provisioned', envelope('resource:provisioned'));
       assert.equal(delivered.length, 1);
-      assert.equal(keys.size, 1);
-      assert.equal([...keys.values()][0], clock.now() + 1000);
+      assert.deepEqual(calls, ['claim', `complete ${clock.now() + 1000}`, 'claim']);
     });
   });
 
-  it('MemorySeenEventStore expires keys and stays within maxEntries', () => {
+  it('releases the claim when the handler fails, so the retry runs it', async () => {
+    const released: string[] = [];
+    const inner = new MemorySeenEventStore();
+    const seenStore: SeenEventStore = {
+      claim: (key, claim) => inner.claim(key, claim),
+      complete: (key, owner, expiresAt) => inner.complete(key, owner, expiresAt),
+      release: async (key, owner) => {
+        released.push(key);
+        return inner.release(key, owner);
+      },
+    };
+    let fail = true;
+    await withReceiver(
+      {
+        seenStore,
+        handlers: {
+          'resource:provisioned': () => {
+            if (fail) throw new Error('database down');
+          },
+        },
+      },
+      async ({ post }) => {
+        assert.equal((await post('resource:provisioned', envelope('resource:provisioned'))).status, 500);
+        assert.equal(released.length, 1);
+        fail = false;
+        assert.deepEqual((await post('resource:provisioned', envelope('resource:provisioned'))).body, { message: 'Event processed' });
+        assert.deepEqual((await post('resource:provisioned', envelope('resource:provisioned'))).body, { message: 'Duplicate event; already processed' });
+      },
+    );
+  });
+
+  it('answers 503 with Retry-After while another instance holds the claim, without calling the handler', async () => {
+    const busy: SeenEventClaim = { outcome: 'busy', leaseExpiresAt: Date.now() + 60_000 };
+    const seenStore: SeenEventStore = {
+      claim: async () => busy,
+      complete: async () => assert.fail('nothing to complete'),
+      release: async () => assert.fail('nothing to release'),
+    };
+    await withReceiver({ seenStore }, async ({ post, delivered }) => {
+      const res = await post('resource:provisioned', envelope('resource:provisioned'));
+      assert.equal(res.status, 503);
+      assert.equal(res.headers['retry-after'], '1');
+      assert.match(res.body.message, /being handled/);
+      assert.equal(delivered.length, 0);
+    });
+  });
+
+  it('renews the claim every half lease while the handler runs, and stops when it ends', async (t) => {
+    t.mock.timers.enable({ apis: ['setInterval'] });
+    const claims: number[] = [];
+    const inner = new MemorySeenEventStore();
+    const seenStore: SeenEventStore = {
+      claim: (key, claim) => {
+        claims.push(claim.leaseExpiresAt - claim.now);
+        return inner.claim(key, claim);
+      },
+      complete: (key, owner, expiresAt) => inner.complete(key, owner, expiresAt),
+      release: (key, owner) => inner.release(key, owner),
+    };
+    let entered!: () => void;
+    const running = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const receiver = marketplaceEvents({
+      verify: false,
+      logger: false,
+      seenStore,
+      claimLeaseMs: 10_000,
+      handlers: {
+        'resource:provisioned': async () => {
+          entered();
+          await gate;
+        },
+      },
+    });
+    const app = express();
+    app.post('/v1/events', receiver);
+    const answer = supertest(app).post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send(envelope('resource:provisioned')).then((res) => res);
+    await running;
+    t.mock.timers.tick(5_000);
+    t.mock.timers.tick(5_000);
+    finish();
+    assert.equal((await answer).status, 200);
+    t.mock.timers.tick(20_000);
+    assert.deepEqual(claims, [10_000, 10_000, 10_000], 'the first claim and two renewals, none after the end');
+  });
+
+  it('answers 503 when the seen-event store is unreachable, without calling the handler', async () => {
+    const seenStore: SeenEventStore = {
+      claim: async () => {
+        throw new ServiceUnavailableError();
+      },
+      complete: async () => undefined,
+      release: async () => undefined,
+    };
+    await withReceiver({ seenStore }, async ({ post, delivered, logs }) => {
+      const res = await post('resource:provisioned', envelope('resource:provisioned'));
+      assert.equal(res.status, 503);
+      assert.equal(res.headers['retry-after'], '1');
+      assert.equal(delivered.length, 0);
+      assert.match(logs.text(), /the seen-event store failed/);
+      assert.doesNotMatch(logs.text(), /answering 500/);
+      assert.doesNotMatch(logs.text(), /the handler failed/);
+    });
+  });
+
+  it('MemorySeenEventStore: one claim wins, a lapsed claim can be taken over, done keys expire', async () => {
+    const clock = manualClock();
+    const store = new MemorySeenEventStore({ now: clock.now });
+    const at = clock.now();
+    assert.deepEqual(await store.claim('k', { owner: 'a', now: at, leaseExpiresAt: at + 100 }), { outcome: 'claimed' });
+    assert.deepEqual(await store.claim('k', { owner: 'b', now: at, leaseExpiresAt: at + 100 }), { outcome: 'busy', leaseExpiresAt: at + 100 });
+    assert.deepEqual(await store.claim('k', { owner: 'b', now: at + 100, leaseExpiresAt: at + 200 }), { outcome: 'claimed' }, 'lapsed: taken over');
+    await store.complete('k', 'b', at + 1000);
+    assert.deepEqual(await store.claim('k', { owner: 'c', now: at + 999, leaseExpiresAt: at + 1100 }), { outcome: 'done' });
+    assert.deepEqual(await store.claim('k', { owner: 'c', now: at + 1000, leaseExpiresAt: at + 1100 }), { outcome: 'claimed' }, 'expired');
+  });
+
+  it('MemorySeenEventStore stays within maxEntries by forgetting the oldest handled deliveries, never a running claim', async () => {
     const clock = manualClock();
     const store = new MemorySeenEventStore({ maxEntries: 2, now: clock.now });
-    store.add('a', clock.now() + 10);
-    store.add('b', clock.now() + 1000);
-    store.add('c', clock.now() + 1000);
-    assert.equal(store.has('a'), false, 'the oldest went');
-    assert.equal(store.has('b'), true);
-    assert.equal(store.has('c'), true);
-    clock.advance(1000);
-    assert.equal(store.has('b'), false, 'expired');
+    const at = clock.now();
+    const lease = { owner: 'a', now: at, leaseExpiresAt: at + 1000 };
+    await store.claim('running', lease);
+    await store.claim('old', lease);
+    await store.complete('old', 'a', at + 5000);
+    await store.claim('new', lease);
+    await store.complete('new', 'a', at + 5000);
+    assert.equal(store.size, 2);
+    assert.deepEqual(await store.claim('running', { ...lease, owner: 'b' }), { outcome: 'busy', leaseExpiresAt: at + 1000 });
+    assert.deepEqual(await store.claim('new', { ...lease, owner: 'b' }), { outcome: 'done' });
+  });
+});
+
+describe('marketplaceEvents: ready verifiers', () => {
+  const SECRET = 'f'.repeat(20) + '0123456789abcdef';
+
+  it('eventSecretHeader accepts the secret (or any of a rotation list) and refuses a wrong or missing one with 401', async () => {
+    const verify = eventSecretHeader({ header: 'X-Events-Secret', secret: ['old-secret-0123456789', SECRET] });
+    await withReceiver({ verify }, async ({ post, delivered }) => {
+      assert.equal((await post('resource:provisioned', envelope('resource:provisioned', 'r-1'), { 'X-Events-Secret': SECRET })).status, 200);
+      assert.equal((await post('resource:provisioned', envelope('resource:provisioned', 'r-2'), { 'X-Events-Secret': 'old-secret-0123456789' })).status, 200);
+      assert.equal((await post('resource:provisioned', envelope('resource:provisioned', 'r-3'), { 'X-Events-Secret': SECRET.slice(1) })).status, 401);
+      assert.equal((await post('resource:provisioned', envelope('resource:provisioned', 'r-4'))).status, 401);
+      assert.deepEqual(delivered.map((d) => d.data.resource_id), ['r-1', 'r-2']);
+    });
+  });
+
+  it('eventSecretPath accepts the secret as the last path segment only', async () => {
+    const receiver = marketplaceEvents({ verify: eventSecretPath({ secret: SECRET }), logger: false, handlers: { 'resource:provisioned': () => undefined } });
+    const app = express();
+    app.post('/v1/events/:secret', receiver);
+    const send = (path: string) =>
+      supertest(app).post(path).set('X-Marketplace-Event', 'resource:provisioned').send(envelope('resource:provisioned'));
+    assert.equal((await send(`/v1/events/${SECRET}`)).status, 200);
+    assert.equal((await send(`/v1/events/${SECRET}?x=1`)).status, 200);
+    assert.equal((await send('/v1/events/not-the-secret')).status, 401);
+  });
+
+  it('forged deliveries never reach the seen store: they cannot flush the de-duplication window', async () => {
+    const store = new MemorySeenEventStore({ maxEntries: 5 });
+    const verify = eventSecretHeader({ secret: SECRET });
+    await withReceiver({ verify, seenStore: store }, async ({ post, delivered }) => {
+      const headers = { 'X-Marketplace-Secret': SECRET };
+      assert.equal((await post('resource:provisioned', envelope('resource:provisioned', 'r-real'), headers)).status, 200);
+      for (let i = 0; i < 20; i += 1) {
+        assert.equal((await post('resource:provisioned', envelope('resource:provisioned', `forged-${i}`))).status, 401);
+      }
+      assert.equal(store.size, 1);
+      const redelivery = await post('resource:provisioned', envelope('resource:provisioned', 'r-real'), headers);
+      assert.deepEqual(redelivery.body, { message: 'Duplicate event; already processed' });
+      assert.equal(delivered.length, 1);
+    });
+  });
+
+  it('refuses short secrets and odd header names at construction', () => {
+    assert.throws(() => eventSecretHeader({ secret: 'short' }), /at least 16 characters/);
+    assert.throws(() => eventSecretHeader({ secret: SECRET, header: 'bad header' }), /header name/);
+    assert.throws(() => eventSecretPath({ secret: '' }), /secret/);
   });
 });
 
@@ -388,15 +575,18 @@ describe('marketplaceEvents: verification hook', () => {
 });
 
 describe('marketplaceEvents: options are checked at construction', () => {
-  const ok = { handlers: { 'resource:provisioned': () => undefined } };
+  const ok = { handlers: { 'resource:provisioned': () => undefined }, verify: false };
   const cases: [string, unknown, RegExp][] = [
-    ['no handlers', {}, /handlers/],
-    ['an empty handlers object', { handlers: {} }, /needs at least one of resource:provisioned, resource:deprovisioned/],
-    ['a misspelled event type', { handlers: { 'resource:provision': () => undefined } }, /unknown option "resource:provision" \(did you mean "resource:provisioned"\?\)/],
-    ['a non-function handler', { handlers: { 'resource:provisioned': 'log' } }, /must be a function/],
+    ['no handlers', { verify: false }, /handlers/],
+    ['no verify', { handlers: ok.handlers }, /option "verify" is required.*eventSecretHeader.*eventSecretPath.*verify: false/],
+    ['a verify that is neither a function nor false', { handlers: ok.handlers, verify: true }, /option "verify" is required/],
+    ['a has/add seenStore', { ...ok, seenStore: { has: () => false, add: () => undefined } }, /claim, complete and release.*no longer accepted/],
+    ['an empty handlers object', { handlers: {}, verify: false }, /needs at least one of resource:provisioned, resource:deprovisioned/],
+    ['a misspelled event type', { handlers: { 'resource:provision': () => undefined }, verify: false }, /unknown option "resource:provision" \(did you mean "resource:provisioned"\?\)/],
+    ['a non-function handler', { handlers: { 'resource:provisioned': 'log' }, verify: false }, /must be a function/],
     ['a negative window', { ...ok, dedupeWindowMs: -1 }, /dedupeWindowMs/],
     ['a fractional body limit', { ...ok, maxBodyBytes: 1.5 }, /maxBodyBytes/],
-    ['a seenStore without add', { ...ok, seenStore: { has: () => false } }, /seenStore/],
+    ['a seenStore without release', { ...ok, seenStore: { claim: () => undefined, complete: () => undefined } }, /seenStore/],
     ['a misspelled option', { ...ok, dedupWindowMs: 5 }, /did you mean "dedupeWindowMs"/],
   ];
   for (const [name, options, message] of cases) {

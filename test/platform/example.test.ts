@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import supertest from 'supertest';
-import { createPlatformApp, parsePort, PlatformConfigError, type PlatformEnv } from '../../examples/platform-app.js';
+import type { SessionData } from 'express-session';
+import { boundedSessionStore, createPlatformApp, parsePort, PlatformConfigError, type PlatformEnv } from '../../examples/platform-app.js';
 import { capturedLogger, listen, type Running } from './helpers.js';
 
 const ENV: PlatformEnv = {
@@ -12,7 +13,10 @@ const ENV: PlatformEnv = {
   OAUTH_CLIENT_ID: '0a1b2c3d4e5f60718293a4b5c6d7e8f9',
   OAUTH_CLIENT_SECRET: '9f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0',
   MARKETPLACE_CALLBACK_URL: 'https://marketplace.test/oauth/callback',
+  EVENTS_SECRET: 'events-secret-5c1d9e0f7a2b4c6d8e',
+  SESSION_SECRET: 'session-secret-for-the-example-tests',
 };
+const eventsAuth = { 'X-Marketplace-Secret': ENV.EVENTS_SECRET! };
 const auth = { Authorization: `Bearer ${ENV.PLATFORM_ACCESS_TOKEN}` };
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -137,19 +141,43 @@ describe('example platform over HTTP', () => {
   it('receives webhook events on POST /v1/events and logs them', async () => {
     const res = await http()
       .post('/v1/events')
+      .set(eventsAuth)
       .set('X-Marketplace-Event', 'resource:provisioned')
       .send({ event: 'resource:provisioned', version: 1, data: { resource_id: 'res-1', subject: 't-acme' } });
     assert.equal(res.status, 200);
     assert.equal((app.locals.resources as Map<string, string>).get('res-1'), 't-acme');
     assert.ok(logs.entries().some((entry) => entry.event === 'resource:provisioned' && entry.resource_id === 'res-1'));
     const gone = await http()
-      .post('/v1/events')
+      .post(`/v1/events/${ENV.EVENTS_SECRET!}`)
       .set('X-Marketplace-Event', 'resource:deprovisioned')
       .send({ event: 'resource:deprovision', version: 1, data: { resource_id: 'res-1', subject: 't-acme' } });
     assert.equal(gone.status, 200);
     assert.equal((app.locals.resources as Map<string, string>).has('res-1'), false);
-    const unknown = await http().post('/v1/events').set('X-Marketplace-Event', 'resource:renamed').send({});
+    const unknown = await http().post('/v1/events').set(eventsAuth).set('X-Marketplace-Event', 'resource:renamed').send({});
     assert.equal(unknown.status, 200);
+  });
+
+  it('refuses unauthenticated event deliveries: a forged event reassigns nothing', async () => {
+    const forged = { event: 'resource:provisioned', version: 1, data: { resource_id: 'res-forged', subject: 'u-bob' } };
+    const none = await http().post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send(forged);
+    assert.equal(none.status, 401);
+    const wrong = await http().post('/v1/events').set({ 'X-Marketplace-Secret': 'guessed-secret-0000000000' }).set('X-Marketplace-Event', 'resource:provisioned').send(forged);
+    assert.equal(wrong.status, 401);
+    assert.equal((await http().post('/v1/events/guessed-secret-0000000000').set('X-Marketplace-Event', 'resource:provisioned').send(forged)).status, 401);
+    assert.equal((app.locals.resources as Map<string, string>).has('res-forged'), false);
+  });
+
+  it('answers 404 for ids on the prototype chain (constructor, __proto__, toString)', async () => {
+    for (const id of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+      const res = await http().get(`/v1/profiles/${id}`).set(auth);
+      assert.equal(res.status, 404, id);
+      assert.ok(typeof res.body.message === 'string', id);
+      const users = await http().get('/v1/users').query({ resource_id: 'r1', owner_id: id }).set(auth);
+      assert.equal(users.status, 404, `users of ${id}`);
+    }
+    const authorized = await http().get('/v1/resources/authorized').query({ actor_id: 'constructor', owner_id: 'constructor', verb: 'READ', priced: 'false', resource_ids: 'r-1' }).set(auth);
+    assert.equal(authorized.status, 200);
+    assert.deepEqual(authorized.body, { resources: [{ resource_id: 'r-1', authorized: false }] });
   });
 
   it('signs a user in with GET /login?as=<user id>', async () => {
@@ -218,6 +246,39 @@ describe('example platform over HTTP', () => {
   });
 });
 
+describe('example platform: sessions and secrets', () => {
+  it('warns when SESSION_SECRET is generated and turns the events receiver off without EVENTS_SECRET', async () => {
+    const logs = capturedLogger();
+    const running = await listen(createPlatformApp({ PLATFORM_ACCESS_TOKEN: 't' }, { logger: logs.logger }));
+    try {
+      assert.match(logs.text(), /SESSION_SECRET is not set/);
+      assert.match(logs.text(), /EVENTS_SECRET is not set/);
+      const res = await supertest(running.url).post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send({ version: 1, data: { resource_id: 'r', subject: 'u-bob' } });
+      assert.equal(res.status, 404);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('keeps sessions bounded (refusing new ones when full) and expiring', async () => {
+    let at = 1_000_000;
+    const store = boundedSessionStore({ maxSessions: 2, ttlMs: 1000, now: () => at });
+    const data = (expires: number) => ({ cookie: { expires: new Date(expires), originalMaxAge: 1000 } }) as unknown as SessionData;
+    const set = (sid: string) => new Promise<unknown>((resolve) => store.set(sid, data(at + 1000), resolve));
+    const get = (sid: string) => new Promise<unknown>((resolve) => store.get(sid, (_error, value) => resolve(value)));
+    assert.equal(await set('a'), undefined);
+    assert.equal(await set('b'), undefined);
+    assert.match(String(await set('c')), /Too many sessions/);
+    assert.ok((await get('a')) !== null, 'the existing sessions stay');
+    at += 1000;
+    assert.equal(await get('a'), null, 'expired');
+    assert.equal(await set('c'), undefined, 'expired ones make room');
+    assert.equal(await set('d'), undefined, 'expired ones make room');
+    assert.equal(await get('b'), null);
+    assert.equal(store.size, 2);
+  });
+});
+
 describe('example platform without the OAuth settings', () => {
   it('does not serve the deprecated flow', async () => {
     const running = await listen(createPlatformApp({ PLATFORM_ACCESS_TOKEN: 't' }, { logger: false }));
@@ -275,5 +336,35 @@ describe('examples/platform.ts as a process', () => {
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
+  });
+});
+
+describe('example platform: operator endpoints', () => {
+  let running: Running;
+  before(async () => {
+    running = await listen(createPlatformApp(ENV, { logger: false }));
+  });
+  after(() => running.close());
+
+  it('serves /metrics with what it answered, and /healthz and /livez without a token', async () => {
+    const http = supertest(running.url);
+    assert.equal((await http.get('/v1/profiles/u-alice').set(auth)).status, 200);
+    assert.equal((await http.get('/v1/profiles/u-alice')).status, 401);
+    assert.equal((await http.post('/v1/events').set(eventsAuth).set('X-Marketplace-Event', 'resource:provisioned').send({ event: 'resource:provisioned', version: 1, data: { resource_id: 'r-1', subject: 'u-alice' } })).status < 300, true);
+    assert.equal((await http.post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send({ event: 'resource:provisioned', version: 1, data: { resource_id: 'r-2', subject: 'u-bob' } })).status, 401);
+
+    const scrape = await http.get('/metrics');
+    assert.equal(scrape.status, 200);
+    assert.match(String(scrape.headers['content-type']), /^text\/plain/);
+    const text = scrape.text;
+    assert.match(text, /marketplace_platform_requests_total\{route="\/v1\/profiles\/:id",status="200"\} 1\b/);
+    assert.match(text, /marketplace_platform_requests_total\{route="\/v1\/profiles\/:id",status="401"\} 1\b/);
+    assert.match(text, /marketplace_events_total\{type="resource:provisioned",outcome="processed"\} 1\b/);
+    assert.match(text, /marketplace_events_total\{type="[^"]*",outcome="refused"\} 1\b/);
+    // Ids never become label values.
+    assert.doesNotMatch(text, /u-alice|r-1/);
+
+    assert.equal((await http.get('/healthz')).status, 200);
+    assert.equal((await http.get('/livez')).status, 200);
   });
 });

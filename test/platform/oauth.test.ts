@@ -6,6 +6,7 @@ import { InvalidOptionsError } from '../../src/errors.js';
 import {
   deprecatedOAuthRouter,
   MemoryOAuthStore,
+  type CodeLimits,
   type DeprecatedOAuthOptions,
   type OAuthRecord,
   type OAuthRecordKind,
@@ -27,9 +28,13 @@ const USERS: Record<string, OAuthUser> = {
 /** A store that remembers what it was given, to show that only digests reach it. */
 class RecordingStore extends MemoryOAuthStore {
   readonly saved: { kind: OAuthRecordKind; hash: string; record: OAuthRecord }[] = [];
-  override save(kind: OAuthRecordKind, hash: string, record: OAuthRecord): void {
+  override saveCode(hash: string, record: OAuthRecord, limits: CodeLimits, now: number): Promise<'saved' | 'user-limit' | 'total-limit'> {
+    this.saved.push({ kind: 'code', hash, record });
+    return super.saveCode(hash, record, limits, now);
+  }
+  override saveToken(kind: 'access' | 'refresh', hash: string, record: OAuthRecord, now: number): Promise<'saved' | 'revoked'> {
     this.saved.push({ kind, hash, record });
-    super.save(kind, hash, record);
+    return super.saveToken(kind, hash, record, now);
   }
 }
 
@@ -165,9 +170,8 @@ describe('deprecated OAuth: authorization endpoint', () => {
     ['another case', { redirect_uri: CALLBACK.toUpperCase() }, 'invalid_request', /redirect_uri/],
     ['http instead of https', { redirect_uri: CALLBACK.replace('https:', 'http:') }, 'invalid_request', /redirect_uri/],
     ['another client’s redirect_uri', { redirect_uri: OTHER_CALLBACK }, 'invalid_request', /redirect_uri/],
-    ['response_type=token', { response_type: 'token' }, 'unsupported_response_type', /response_type must be code/],
-    ['no response_type', { response_type: undefined }, 'invalid_request', /response_type is required/],
-    ['a state over 2048 characters', { state: 's'.repeat(2049) }, 'invalid_request', /state/],
+    ['an empty client_id', { client_id: '' }, 'invalid_request', /client_id/],
+    ['an empty redirect_uri', { redirect_uri: '' }, 'invalid_request', /redirect_uri/],
   ];
   for (const [name, overrides, error, description] of refusals) {
     it(`refuses ${name} with 400 JSON and never redirects`, async () => {
@@ -180,6 +184,40 @@ describe('deprecated OAuth: authorization endpoint', () => {
       assert.equal(res.body.message, res.body.error_description);
     });
   }
+
+  // RFC 6749 §4.1.2.1: once client and redirect URI are known good, the error goes back to the client.
+  const redirectedErrors: [string, Record<string, string | undefined>, string, RegExp, string | undefined][] = [
+    ['response_type=token', { response_type: 'token' }, 'unsupported_response_type', /response_type must be code/, 'st-4f2a'],
+    ['no response_type', { response_type: undefined }, 'invalid_request', /response_type is required/, 'st-4f2a'],
+    ['an empty response_type', { response_type: '' }, 'invalid_request', /response_type is required/, 'st-4f2a'],
+    ['an unknown scope', { scope: 'id admin' }, 'invalid_scope', /scope may only include: id email name/, 'st-4f2a'],
+    ['a malformed code_challenge', { code_challenge: 'short' }, 'invalid_request', /code_challenge must be/, 'st-4f2a'],
+    ['an unknown code_challenge_method', { code_challenge: 'a'.repeat(43), code_challenge_method: 'S512' }, 'invalid_request', /S256 or plain/, 'st-4f2a'],
+    ['a code_challenge_method without a challenge', { code_challenge_method: 'S256' }, 'invalid_request', /without a code_challenge/, 'st-4f2a'],
+    ['a state over 2048 characters (not echoed)', { state: 's'.repeat(2049) }, 'invalid_request', /state/, undefined],
+  ];
+  for (const [name, overrides, error, description, state] of redirectedErrors) {
+    it(`redirects ${name} to the registered address with error, error_description and state`, async () => {
+      const saved = h.store.saved.length;
+      const res = await h.http().get(`/oauth/login?${authorizeQuery(overrides)}`).set('X-Signed-In', 'u-alice').redirects(0);
+      assert.equal(res.status, 302);
+      const location = new URL(res.headers.location ?? '');
+      assert.equal(`${location.origin}${location.pathname}`, CALLBACK);
+      assert.equal(location.searchParams.get('error'), error);
+      assert.match(location.searchParams.get('error_description') ?? '', description);
+      assert.equal(location.searchParams.get('state') ?? undefined, state);
+      assert.equal(location.searchParams.get('code'), null);
+      assert.equal(h.store.saved.length, saved, 'no code issued');
+    });
+  }
+
+  it('treats empty optional parameters as omitted (state, scope, code_challenge)', async () => {
+    const res = await h.http().get(`/oauth/login?${authorizeQuery({ state: '', scope: '', code_challenge: '', code_challenge_method: '' })}`).set('X-Signed-In', 'u-alice').redirects(0);
+    assert.equal(res.status, 302);
+    const location = new URL(res.headers.location ?? '');
+    assert.ok(location.searchParams.get('code'));
+    assert.equal(location.searchParams.has('state'), false);
+  });
 
   it('refuses a repeated redirect_uri (even when one copy is the registered one)', async () => {
     const query = `${authorizeQuery()}&redirect_uri=${encodeURIComponent('https://evil.example/')}`;
@@ -243,7 +281,8 @@ describe('deprecated OAuth: token endpoint, authorization_code grant', () => {
     assert.equal(res.headers.pragma, 'no-cache');
     assert.equal(res.headers['content-type'], 'application/json;charset=UTF-8');
     assert.equal(res.headers['content-encoding'], 'gzip');
-    assert.deepEqual(Object.keys(res.body).sort(), ['access_token', 'expires_in', 'refresh_token', 'token_type']);
+    assert.deepEqual(Object.keys(res.body).sort(), ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type']);
+    assert.equal(res.body.scope, 'id email name', 'the configured scopes are echoed');
     assert.equal(res.body.token_type, 'Bearer');
     assert.equal(res.body.expires_in, 7200);
     assert.match(res.body.access_token, /^[A-Za-z0-9_-]{43}$/);
@@ -423,9 +462,10 @@ describe('deprecated OAuth: refresh_token grant', () => {
     assert.deepEqual((await userInfo(h, res.body.access_token)).body, USERS['u-alice']);
   });
 
-  it('rotates: the old refresh token stops working, and replaying it revokes the new tokens', async () => {
+  it('rotates: the old refresh token stops working, and replaying it after the retry grace revokes the new tokens', async () => {
     const first = await tokens();
     const second = (await exchange(h, refreshGrant(first.refresh_token))).body as { access_token: string; refresh_token: string };
+    h.clock.advance(30_001);
     const replay = await exchange(h, refreshGrant(first.refresh_token));
     assert.equal(replay.status, 400);
     assert.equal(replay.body.error, 'invalid_grant');
@@ -478,7 +518,7 @@ describe('deprecated OAuth: UserInfo', () => {
     assert.equal(res.status, 401);
     assert.match(header(res), /^Bearer /);
     assert.match(header(res), /error="invalid_token"/);
-    assert.match(header(res), /error_description="The access token expired"/);
+    assert.match(header(res), /error_description="The access token is unknown, expired or revoked"/);
     assert.equal(res.body.error, 'invalid_token');
   });
 
@@ -544,33 +584,6 @@ describe('deprecated OAuth: paths, store and options', () => {
     }
   });
 
-  it('MemoryOAuthStore sweeps expired records and stays within maxEntries', () => {
-    const clock = manualClock();
-    const store = new MemoryOAuthStore({ maxEntries: 3, sweepIntervalMs: 1000, now: clock.now });
-    const record = (grantId: string, ttl: number): OAuthRecord => ({ grantId, clientId: 'c', user: USERS['u-alice']!, expiresAt: clock.now() + ttl });
-    store.save('code', 'a', record('g1', 500));
-    store.save('access', 'b', record('g2', 5000));
-    clock.advance(1000);
-    store.save('access', 'c', record('g3', 5000));
-    assert.equal(store.size, 2, 'the expired code was swept');
-    store.save('access', 'd', record('g4', 5000));
-    store.save('access', 'e', record('g5', 5000));
-    assert.equal(store.size, 3);
-    assert.equal(store.find('access', 'b'), undefined, 'the oldest went first');
-    assert.ok(store.find('access', 'e'));
-    store.revokeGrant('g5');
-    assert.equal(store.find('access', 'e'), undefined);
-  });
-
-  it('MemoryOAuthStore.consume is single-use and remembers the use', () => {
-    const store = new MemoryOAuthStore();
-    store.save('code', 'h', { grantId: 'g', clientId: 'c', user: USERS['u-alice']!, expiresAt: Date.now() + 60_000 });
-    assert.equal(store.consume('code', 'h')?.alreadyUsed, false);
-    assert.equal(store.consume('code', 'h')?.alreadyUsed, true);
-    assert.equal(store.find('code', 'h'), undefined);
-    assert.equal(store.consume('code', 'nope'), undefined);
-  });
-
   const valid: DeprecatedOAuthOptions = {
     clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, redirectUri: CALLBACK }],
     getUser: () => null,
@@ -588,7 +601,12 @@ describe('deprecated OAuth: paths, store and options', () => {
     ['a code lifetime of 29 s', { ...valid, codeTtlSeconds: 29 }, /codeTtlSeconds" must be an integer from 30 to 60/],
     ['a code lifetime of 61 s', { ...valid, codeTtlSeconds: 61 }, /codeTtlSeconds" must be an integer from 30 to 60/],
     ['a relative path', { ...valid, tokenPath: 'oauth/token' }, /tokenPath" must be a path/],
-    ['a store without consume', { ...valid, store: { save: () => undefined, find: () => undefined, revokeGrant: () => undefined } }, /"store" must implement/],
+    ['a store of the old shape', { ...valid, store: { save: () => undefined, find: () => undefined, consume: () => undefined, revokeGrant: () => undefined } }, /"store" must implement saveCode, saveToken, find, redeem/],
+    ['an empty scope list', { ...valid, scopes: [] }, /"scopes" is required/],
+    ['a scope with a space', { ...valid, scopes: ['id email'] }, /"scopes" must be scope tokens/],
+    ['an issuer with a query', { ...valid, issuer: 'https://platform.test/?a=1' }, /"issuer" must be/],
+    ['a grace beyond 5 minutes', { ...valid, refreshRetryGraceSeconds: 301 }, /refreshRetryGraceSeconds/],
+    ['no room for codes', { ...valid, maxCodesPerUser: 0 }, /maxCodesPerUser/],
     ['a misspelled option', { ...valid, codeTTLSeconds: 30 }, /did you mean "codeTtlSeconds"/],
   ];
   for (const [name, options, message] of cases) {

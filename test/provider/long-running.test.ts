@@ -9,6 +9,7 @@ import { createRedactingLogger } from '../../src/lib/logger.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
 import { createFakeConnector, type FakeConnector, type FakeConnectorServer } from '../../src/testkit/fake-connector.js';
 import { listen, logCapture, marketplaceClient, type Running } from '../helpers/http.js';
+import { waitFor } from '../outbox/helpers.js';
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
 const KEY = Buffer.alloc(32, 7).toString('base64');
@@ -169,7 +170,8 @@ describe('pending deliveries across a restart', () => {
       fake.setDown('callbacks', { status: 503 });
       await first.client.send(first.target, 'PUT', `/v1/resources/${id}`, body(id), { 'x-callback-id': callbackId, 'x-callback-url': fake.callbackUrl(callbackId) });
       await first.router.complete({ entity: 'resource', id }, { state: 'done', message: 'Ready' });
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // One attempt fails against the down connector before the process goes away.
+      await waitFor(async () => (await first.router.store.listDeliveries!()).some((d) => d.attempts > 0), 'a failed delivery attempt');
       await first.close(); // the process goes away with the delivery still pending
       assert.equal(fake.acceptedCallback(callbackId), undefined);
 

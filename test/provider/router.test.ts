@@ -4,7 +4,8 @@ import express from 'express';
 import { accepted, BadRequestError, marketplaceRouter, memoryStore, type MarketplaceRouterOptions, type ProviderHandlers } from '../../src/index.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { operationKey, type Store } from '../../src/store/types.js';
-import { listen, logCapture, marketplaceClient, sleep, type Running } from '../helpers/http.js';
+import { listen, logCapture, marketplaceClient, type Running } from '../helpers/http.js';
+import { deferred, waitFor } from '../outbox/helpers.js';
 
 const CATALOG = { bonnets: { plans: ['small', 'large', 'locked'], regions: ['aws::us-east-1', 'all::global'] } };
 let seq = 0;
@@ -14,12 +15,21 @@ const newId = () => `r${Date.now().toString(36)}${(seq++).toString(36)}`.padEnd(
 function countingHandlers() {
   const calls: Record<string, number> = {};
   const bump = (name: string) => (calls[name] = (calls[name] ?? 0) + 1);
-  const behaviour = { provisionDelayMs: 0, failProvisionOnce: false, asyncProvision: false };
+  const behaviour = {
+    /** When set, provision signals `entered` and waits until the test resolves `open`. */
+    provisionGate: undefined as { entered: ReturnType<typeof deferred<void>>; open: ReturnType<typeof deferred<void>> } | undefined,
+    failProvisionOnce: false,
+    asyncProvision: false,
+  };
   let credentialSerial = 0;
   const handlers: ProviderHandlers = {
     async provision({ plan }) {
       bump('provision');
-      if (behaviour.provisionDelayMs > 0) await sleep(behaviour.provisionDelayMs);
+      const gate = behaviour.provisionGate;
+      if (gate !== undefined) {
+        gate.entered.resolve();
+        await gate.open.promise;
+      }
       if (behaviour.failProvisionOnce) {
         behaviour.failProvisionOnce = false;
         throw new Error('database password=hunter2 rejected');
@@ -49,6 +59,25 @@ function countingHandlers() {
     },
   };
   return { handlers, calls, behaviour };
+}
+
+/** Makes provision wait on a latch: returns it. */
+function gateProvision(behaviour: ReturnType<typeof countingHandlers>['behaviour']) {
+  const gate = { entered: deferred(), open: deferred() };
+  behaviour.provisionGate = gate;
+  return gate;
+}
+
+/** Counts claims a store answers `busy` (a duplicate found the operation held). */
+function countingBusy(store: Store): { store: Store; busy: () => number } {
+  let busy = 0;
+  const wrapped = Object.create(store) as Store;
+  wrapped.claimOperation = async (input) => {
+    const result = await store.claimOperation(input);
+    if (result.outcome === 'busy') busy++;
+    return result;
+  };
+  return { store: wrapped, busy: () => busy };
 }
 
 interface Harness {
@@ -250,11 +279,16 @@ describe('credentials', () => {
 
 describe('concurrency and failures', () => {
   it('runs the handler once for identical concurrent requests; every answer is the same', async () => {
-    const h = await harness();
+    const counted = countingBusy(memoryStore());
+    const h = await harness({ store: counted.store });
     try {
-      h.behaviour.provisionDelayMs = 100;
+      const gate = gateProvision(h.behaviour);
       const id = newId();
-      const answers = await Promise.all(Array.from({ length: 20 }, () => h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id))));
+      const sent = Promise.all(Array.from({ length: 20 }, () => h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id))));
+      await gate.entered.promise;
+      await waitFor(() => counted.busy() >= 19, 'the 19 duplicates to find the operation held');
+      gate.open.resolve();
+      const answers = await sent;
       assert.deepEqual(new Set(answers.map((a) => a.status)), new Set([201]));
       assert.equal(new Set(answers.map((a) => a.text)).size, 1);
       assert.equal(h.calls.provision, 1);
@@ -266,12 +300,13 @@ describe('concurrency and failures', () => {
   it('answers 409 to a different request while one is in progress', async () => {
     const h = await harness();
     try {
-      h.behaviour.provisionDelayMs = 150;
+      const gate = gateProvision(h.behaviour);
       const id = newId();
       const slow = h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
-      await sleep(30);
+      await gate.entered.promise;
       const other = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id, 'large'));
       assert.equal(other.status, 409);
+      gate.open.resolve();
       assert.equal((await slow).status, 201);
     } finally {
       await h.close();
@@ -316,12 +351,14 @@ describe('concurrency and failures', () => {
   it('answers 503 when the handler outlives handlerTimeoutMs, then replays its outcome to the retry', async () => {
     const h = await harness({ handlerTimeoutMs: 50 });
     try {
-      h.behaviour.provisionDelayMs = 200;
+      const gate = gateProvision(h.behaviour);
       const id = newId();
       const first = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
       assert.equal(first.status, 503);
       assert.match((first.body as { message: string }).message, /retry later/);
-      await sleep(300);
+      gate.open.resolve();
+      // The handler goes on after the 503 and commits on its own; the retry then finds its outcome.
+      await waitFor(async () => (await h.store.getResource(id)) !== undefined, 'the handler to commit');
       const retried = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
       assert.equal(retried.status, 201);
       assert.equal(h.calls.provision, 1);

@@ -70,7 +70,7 @@ describe('provider log lines', () => {
     assert.deepEqual(requests.map((line) => line.reqId), ['req-1', 'req-2', 'req-3', 'req-4']);
     assert.equal(requests[3]!.route, '/v1/resources/:id');
     assert.ok(lines.some((line) => line.code === 'ERR_SIGNATURE_MISSING' && line.msg === 'marketplace request signature rejected'));
-    assert.equal(contexts[0]!.requestId, 'req-1');
+    assert.equal(contexts[0]!.reqId, 'req-1');
 
     const text = capture.text();
     assert.ok(!text.includes('"code":"[redacted]"'));

@@ -1,7 +1,10 @@
 import { memoryStore } from '../../src/store/memory.js';
-import { storeContract } from './contract.js';
+import { operationTableContract, storeContract } from './contract.js';
 
-storeContract('memory', async () => {
+const open = async () => {
   const store = memoryStore();
   return { store, cleanup: () => store.close() };
-});
+};
+
+storeContract('memory', open);
+operationTableContract('memory', open);

@@ -16,7 +16,8 @@ import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
 import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
-import { storeContract } from './contract.js';
+import { heldBy, operationTableContract, storeContract } from './contract.js';
+import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
 const T0 = 1_700_000_000_000;
@@ -54,18 +55,32 @@ function open(extra: Partial<PostgresStoreOptions> & { schema: string }): Postgr
   return postgresStore({ connectionString: DATABASE_URL!, encryptionKey: KEY, logger: false, poolSize: 4, ...extra });
 }
 
-storeContract(
+const makePostgres = async () => {
+  const schema = newSchema();
+  const store = open({ schema });
+  await store.ready();
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await dropSchema(schema);
+    },
+  };
+};
+storeContract('postgres', makePostgres, { skip });
+operationTableContract('postgres', makePostgres, { skip });
+
+durableCases(
   'postgres',
   async () => {
     const schema = newSchema();
-    const store = open({ schema });
-    await store.ready();
     return {
-      store,
-      cleanup: async () => {
-        await store.close();
-        await dropSchema(schema);
+      open: async (key) => {
+        const store = open({ schema, encryptionKey: key === 'key' ? KEY : false });
+        await store.ready();
+        return store;
       },
+      cleanup: () => dropSchema(schema),
     };
   },
   { skip },
@@ -88,7 +103,7 @@ function claimInput(overrides: Partial<ClaimInput> = {}): ClaimInput {
 async function provision(store: Store, id: string): Promise<void> {
   const claim = await store.claimOperation(claimInput({ key: `resource:${id}`, targetId: id }));
   assert.equal(claim.outcome, 'claimed');
-  await store.commitOperation(claim.operation.key, claim.operation.token, {
+  await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
     mutation: { type: 'putResource', resource: { id, product: 'bonnets', plan: 'small', region: 'all::global', features: {}, message: 'Ready', createdAt: T0, updatedAt: T0 } },
   });
 }
@@ -215,6 +230,76 @@ describe('postgresStore: options and errors (no server needed)', () => {
 });
 
 describe('postgresStore', () => {
+  pgIt('a signed PUT takes two statements on its success path: one claim, one commit (resource and credential alike)', async () => {
+    const schema = newSchema();
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+    const store = postgresStore({ pool, schema, encryptionKey: KEY, logger: false });
+    try {
+      await store.ready();
+      // Every statement the store sends through pool.query; a checkout for anything else (BEGIN …
+      // COMMIT on a client) shows as an 'acquire' without a statement.
+      const sent: string[] = [];
+      let acquired = 0;
+      pool.on('acquire', () => void (acquired += 1));
+      const poolQuery = pool.query.bind(pool);
+      pool.query = ((text: unknown, ...rest: unknown[]) => {
+        sent.push(typeof text === 'string' ? text : (text as { text: string }).text);
+        return (poolQuery as (...args: unknown[]) => unknown)(text, ...rest);
+      }) as typeof pool.query;
+
+      const r = heldBy(await store.claimOperation(claimInput({ requestId: 'sig-r1' })));
+      await store.commitOperation(r.key, r.token, {
+        mutation: { type: 'putResource', resource: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 1 }, message: 'Ready', createdAt: T0, updatedAt: T0 } },
+        replay: { requestId: 'sig-r1', answer: { status: 201, body: { message: 'Ready' } }, expiresAt: T0 + 600_000 },
+      });
+      assert.equal(sent.length, 2, `provision: ${sent.join(' | ')}`);
+      assert.equal(acquired, 2, 'no other connection checkout');
+      sent.length = 0;
+      const c = heldBy(
+        await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' }, parentId: 'r1', requestId: 'sig-c1' })),
+      );
+      await store.commitOperation(c.key, c.token, {
+        mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values: { URL: 'x' }, message: 'Ready', createdAt: T0 } },
+        replay: { requestId: 'sig-c1', answer: { status: 201, body: { credentials: { URL: 'x' } } }, expiresAt: T0 + 600_000 },
+      });
+      assert.equal(sent.length, 2, `credentials: ${sent.join(' | ')}`);
+      sent.length = 0;
+      assert.equal((await store.claimOperation(claimInput({ requestId: 'sig-c1' }))).outcome, 'replayed');
+      assert.equal(sent.length, 1, 'a replay is one statement');
+    } finally {
+      await store.close();
+      await pool.end();
+      await dropSchema(schema);
+    }
+  });
+
+  pgIt("a credential claim and its resource's deprovision claim on two instances never both win", async () => {
+    const schema = newSchema();
+    const a = open({ schema });
+    const b = open({ schema });
+    try {
+      await provision(a, 'r1');
+      // Each round races a credential PUT (instance A) against the resource's DELETE (instance B),
+      // then releases whatever was claimed.
+      for (let round = 0; round < 25; round++) {
+        const [credential, deletion] = await Promise.all([
+          a.claimOperation(claimInput({ key: `credential:c${round}`, kind: 'provisionCredentials', targetId: `c${round}`, request: { kind: 'provisionCredentials', resourceId: 'r1' }, parentId: 'r1', owner: 'a' })),
+          b.claimOperation(claimInput({ kind: 'deprovision', request: { kind: 'deprovision' }, owner: 'b' })),
+        ]);
+        const outcomes = [credential.outcome, deletion.outcome].sort();
+        assert.deepEqual(outcomes, ['blocked', 'claimed'], `round ${round}: ${credential.outcome} / ${deletion.outcome}`);
+        const blocked = credential.outcome === 'blocked' ? credential : deletion;
+        const winner = credential.outcome === 'claimed' ? credential : deletion;
+        assert.equal(heldBy(blocked).token, heldBy(winner).token, 'blocked names the holder');
+        await (winner === credential ? a : b).releaseOperation(heldBy(winner).key, heldBy(winner).token);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+      await dropSchema(schema);
+    }
+  });
+
   pgIt('migrates once, records versions, and is safe to run from several instances at once', async () => {
     const schema = newSchema();
     const reports = await Promise.all(Array.from({ length: 5 }, () => migratePostgres({ connectionString: DATABASE_URL!, schema, logger: false })));
@@ -231,7 +316,7 @@ describe('postgresStore', () => {
     const tables = await admin!.query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name', [schema]);
     assert.deepEqual(
       tables.rows.map((r: { table_name: string }) => r.table_name),
-      ['credentials', 'deliveries', 'operations', 'resources', 'schema_migrations', 'tombstones', 'usage_entries'],
+      ['credentials', 'deliveries', 'operations', 'replays', 'resources', 'schema_migrations', 'tombstones', 'usage_entries'],
     );
   });
 
@@ -262,7 +347,7 @@ describe('postgresStore', () => {
         );
         const winners = results.filter((r) => r.outcome === 'claimed');
         assert.equal(winners.length, 1, `round ${round}`);
-        for (const result of results) assert.equal(result.operation.token, winners[0]!.operation.token);
+        for (const result of results) assert.equal(heldBy(result).token, heldBy(winners[0]!).token);
       }
     } finally {
       await a.close();
@@ -282,8 +367,8 @@ describe('postgresStore', () => {
       const [x, y] = await Promise.all([a.claimOperation(claimInput({ now: later, owner: 'x' })), b.claimOperation(claimInput({ now: later, owner: 'y' }))]);
       const outcomes = [x.outcome, y.outcome].sort();
       assert.deepEqual(outcomes, ['busy', 'claimed']);
-      const winner = x.outcome === 'claimed' ? x.operation : y.operation;
-      await assert.rejects(a.commitOperation(stale.operation.key, stale.operation.token, { mutation: { type: 'none' } }), LeaseLostError);
+      const winner = heldBy(x.outcome === 'claimed' ? x : y);
+      await assert.rejects(a.commitOperation(heldBy(stale).key, heldBy(stale).token, { mutation: { type: 'none' } }), LeaseLostError);
       await b.commitOperation(winner.key, winner.token, { mutation: { type: 'none' } });
       assert.equal(await a.getOperation(winner.key), undefined);
     } finally {
@@ -293,16 +378,17 @@ describe('postgresStore', () => {
     }
   });
 
-  pgIt('a resource deletion racing a credential commit on another instance tombstones that credential too', async () => {
+  pgIt('a resource deletion racing the completion of a pending credential operation on another instance tombstones that credential too', async () => {
     const schema = newSchema();
     const a = open({ schema });
     const b = open({ schema });
     let locker: pg.PoolClient | undefined;
-    const waitingOn = async (table: string, count: number) =>
+    // Commits stalled on a lock, seen from the server (each commit is one call of commit_operation).
+    const commitsWaiting = async (count: number) =>
       (
         await admin!.query(
           `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'embedded-marketplace' AND query LIKE $1`,
-          [`%"${schema}".${table}%`],
+          [`%"${schema}".commit_operation%`],
         )
       ).rows[0].n === count;
     try {
@@ -315,17 +401,19 @@ describe('postgresStore', () => {
       await locker.query(`INSERT INTO "${schema}".credentials (id, resource_id, sealed_values, message, created_at) VALUES ('c1', 'r0', '\\x00', 'x', 0)`);
       const put = await a.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
       assert.equal(put.outcome, 'claimed');
-      const putting = a.commitOperation(put.operation.key, put.operation.token, {
+      // Pending (202): a running one would keep the deletion from being claimed at all.
+      await a.markOperationPending(heldBy(put).key, heldBy(put).token, { message: 'Working', deadlineAt: T0 + 86_400_000 });
+      const putting = a.commitOperation(heldBy(put).key, heldBy(put).token, {
         mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values: { A: 'b' }, message: 'Credentials ready', createdAt: T0 } },
       });
       putting.catch(() => undefined);
-      await eventually('the credential commit waits', () => waitingOn('credentials', 1));
+      await eventually('the credential commit waits', () => commitsWaiting(1));
       // Instance B deletes r1 meanwhile: it waits for A's commit, then must see (and bury) c1.
       const del = await b.claimOperation(claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
       assert.equal(del.outcome, 'claimed');
       const deleting = b.commitOperation(del.operation.key, del.operation.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
       deleting.catch(() => undefined);
-      await eventually('the deletion waits', () => waitingOn('resources', 1));
+      await eventually('the deletion waits', () => commitsWaiting(2));
       await locker.query('ROLLBACK');
       locker.release();
       locker = undefined;
@@ -379,7 +467,7 @@ describe('postgresStore', () => {
       await provision(store, 'r1');
       const claim = await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1' }));
       const values = { BONNETS_URL: 'https://bonnet-user:sup3r-s3cr3t@bonnets.example/r1' };
-      await store.commitOperation(claim.operation.key, claim.operation.token, {
+      await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
         mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'r1', values, message: 'Credentials ready', createdAt: T0 } },
         delivery: { id: 'd1', callbackId: 'cb1', url: 'https://c.example/cb1', payload: { state: 'done', message: 'Credentials ready', credentials: values }, createdAt: T0, deadlineAt: T0 + 1 },
       });
@@ -454,7 +542,7 @@ describe('postgresStore', () => {
         (
           await admin!.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = 'embedded-marketplace' AND query LIKE $1`,
-            [`%"${schema}".resources%`],
+            [`%"${schema}".commit_operation%`],
           )
         ).rows[0].n === 1;
       await eventually('the commit waits on the row lock', waiting);
@@ -465,7 +553,9 @@ describe('postgresStore', () => {
       locker.release();
       locker = undefined;
 
-      // The server rolls the cut transaction back: the operation is still held, no credential exists.
+      // The commit is one statement: the server either rolled it back with the cut session, or (as
+      // it waits on a lock, it only notices the client is gone afterwards) completed it. Either way
+      // all of it or nothing: the operation is still held exactly when no credential was written.
       await eventually('the cut session is gone', async () => {
         const { rows } = await admin!.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'embedded-marketplace' AND query LIKE $1`, [
           `%"${schema}".%`,
@@ -473,8 +563,8 @@ describe('postgresStore', () => {
         return rows[0].n === 0;
       });
       const ops = await admin!.query(`SELECT token FROM "${schema}".operations WHERE key = $1`, [key]);
-      assert.deepEqual(ops.rows, [{ token }]);
-      assert.equal((await admin!.query(`SELECT count(*)::int AS n FROM "${schema}".credentials`)).rows[0].n, 0);
+      const written = (await admin!.query(`SELECT count(*)::int AS n FROM "${schema}".credentials`)).rows[0].n as number;
+      assert.deepEqual(ops.rows, written === 0 ? [{ token }] : [], 'the operation is released exactly when the credential is written');
       await eventually('the lost idle connections were reported, not thrown', () => lines.some((line) => line.includes('idle connection lost')));
 
       await relay.start(); // same port: the server is back
@@ -487,7 +577,9 @@ describe('postgresStore', () => {
           return false;
         }
       });
-      await store.commitOperation(key, token, commit);
+      // The retry of an applied commit finds the operation gone (the engine then reads the credential).
+      if (written === 0) await store.commitOperation(key, token, commit);
+      else await assert.rejects(store.commitOperation(key, token, commit), LeaseLostError);
       assert.deepEqual((await store.getCredential('c1'))?.values, { A: 'b' });
     } finally {
       if (locker !== undefined) {

@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import Database from 'better-sqlite3';
+import Database, { type Database as BetterSqlite3Database } from 'better-sqlite3';
 import { InvalidOptionsError, ServiceUnavailableError } from '../../src/errors.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { DecryptionError, generateEncryptionKey } from '../../src/store/crypto.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/migrations/sqlite.js';
 import { isTransientSqliteError, sqliteStore, type SqliteStoreOptions } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { storeContract } from './contract.js';
+import { heldBy, operationTableContract, storeContract } from './contract.js';
+import { durableCases } from './durable-cases.js';
 
 const KEY = generateEncryptionKey();
 const root = mkdtempSync(join(tmpdir(), 'em-sqlite-'));
@@ -20,9 +21,16 @@ let counter = 0;
 const freshPath = (): string => join(root, `store-${++counter}`, 'provider.db');
 const open = (path: string, extra: Partial<SqliteStoreOptions> = {}) => sqliteStore({ path, encryptionKey: KEY, logger: false, ...extra });
 
-storeContract('sqlite', async () => {
+const makeSqlite = async () => {
   const store = open(freshPath());
   return { store, cleanup: () => store.close() };
+};
+storeContract('sqlite', makeSqlite);
+operationTableContract('sqlite', makeSqlite);
+
+durableCases('sqlite', async () => {
+  const path = freshPath();
+  return { open: async (key) => open(path, { encryptionKey: key === 'key' ? KEY : false }), cleanup: async () => undefined };
 });
 
 const T0 = 1_700_000_000_000;
@@ -39,7 +47,7 @@ async function provisionWithCredential(store: Store, secret: string): Promise<vo
     leaseMs: 30_000,
   });
   assert.equal(claim.outcome, 'claimed');
-  await store.commitOperation(claim.operation.key, claim.operation.token, {
+  await store.commitOperation(heldBy(claim).key, heldBy(claim).token, {
     mutation: { type: 'putResource', resource: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 2 }, message: 'Ready', createdAt: T0, updatedAt: T0 } },
   });
   const credClaim = await store.claimOperation({
@@ -144,7 +152,7 @@ describe('sqliteStore', () => {
     const base = { kind: 'deprovision' as const, fingerprint: 'f', request, owner: 'crashed', now: T0, leaseMs: 60_000 };
     const running = await before.claimOperation({ ...base, key: 'resource:running', targetId: 'running' });
     const pending = await before.claimOperation({ ...base, key: 'resource:pending', targetId: 'pending' });
-    await before.markOperationPending(pending.operation.key, pending.operation.token, { message: 'Working on it', deadlineAt: T0 + 86_400_000 });
+    await before.markOperationPending(heldBy(pending).key, heldBy(pending).token, { message: 'Working on it', deadlineAt: T0 + 86_400_000 });
     await before.close(); // as if the process had died: the claims were never released
 
     const messages: string[] = [];
@@ -153,7 +161,7 @@ describe('sqliteStore', () => {
       assert.equal((await after.getOperation('resource:running'))?.leaseExpiresAt, 0);
       const retry = await after.claimOperation({ ...base, owner: 'restarted', now: T0 + 1, key: 'resource:running', targetId: 'running' });
       assert.equal(retry.outcome, 'claimed', 'a retry takes over at once, without waiting for the lease');
-      assert.notEqual(retry.operation.token, running.operation.token);
+      assert.notEqual(heldBy(retry).token, heldBy(running).token);
       const stillPending = await after.claimOperation({ ...base, owner: 'restarted', now: T0 + 1, key: 'resource:pending', targetId: 'pending' });
       assert.equal(stillPending.outcome, 'busy', 'a pending operation waits for its completion, not for a process');
       assert.ok(messages.some((line) => line.includes('expired 1 running operation')));
@@ -248,14 +256,22 @@ describe('sqliteStore', () => {
     );
   });
 
-  it('upgrades a database of the previous release (schema 1): data kept, tombstones recorded and kept across a restart', async () => {
-    const path = freshPath();
-    const v1 = open(path);
-    await v1.close();
+  /** A database as release `version` of the schema left it: its migrations only, applied by hand. */
+  function legacyDatabase(path: string, version: number): BetterSqlite3Database {
+    mkdirSync(dirname(path), { recursive: true });
     const raw = new Database(path);
+    raw.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+    for (const migration of SQLITE_MIGRATIONS.filter((m) => m.version <= version)) {
+      raw.exec(migration.sql);
+      raw.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(migration.version, migration.name, T0);
+    }
+    return raw;
+  }
+
+  it('upgrades a database of schema 1: data kept, tombstones recorded and kept across a restart', async () => {
+    const path = freshPath();
+    const raw = legacyDatabase(path, 1);
     try {
-      // Back to what release 1 left: its tables and data, no tombstones table.
-      raw.exec("DROP TABLE tombstones; DELETE FROM schema_migrations WHERE version > 1");
       raw.prepare("INSERT INTO resources VALUES ('r1', 'bonnets', 'small', 'all::global', '{}', 'Ready', ?, ?)").run(T0, T0);
     } finally {
       raw.close();
@@ -266,7 +282,7 @@ describe('sqliteStore', () => {
       assert.equal((await upgraded.getResource('r1'))?.message, 'Ready');
       const claim = await upgraded.claimOperation({ key: 'resource:r1', kind: 'deprovision', targetId: 'r1', fingerprint: 'f', request: { kind: 'deprovision' }, owner: 'test', now: T0, leaseMs: 1000 });
       assert.equal(claim.outcome, 'claimed');
-      await upgraded.commitOperation(claim.operation.key, claim.operation.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 1 } });
+      await upgraded.commitOperation(heldBy(claim).key, heldBy(claim).token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 1 } });
     } finally {
       await upgraded.close();
     }
@@ -276,6 +292,36 @@ describe('sqliteStore', () => {
       assert.equal(await reopened.getResource('r1'), undefined);
     } finally {
       await reopened.close();
+    }
+  });
+
+  it('upgrades a database of the previous release (schema 2): its pending credential operations block and are orphaned by a deletion', async () => {
+    const path = freshPath();
+    const raw = legacyDatabase(path, 2);
+    try {
+      raw.prepare("INSERT INTO resources VALUES ('r1', 'bonnets', 'small', 'all::global', '{}', 'Ready', ?, ?)").run(T0, T0);
+      // A credential PUT the previous release left pending (202) with callback headers.
+      raw
+        .prepare(
+          `INSERT INTO operations (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, message, callback_id, callback_url, deadline_at)
+           VALUES ('credential:c1', 'provisionCredentials', 'c1', 'r1', 'pending', 'old-token', 'old', ?, '{"kind":"provisionCredentials","resourceId":"r1"}', ?, 'Working', 'cb1', 'https://connector.example/v1/callbacks/cb1', ?)`,
+        )
+        .run(T0, T0, T0 + 86_400_000);
+    } finally {
+      raw.close();
+    }
+    const upgraded = open(path);
+    try {
+      const claim = await upgraded.claimOperation({ key: 'resource:r1', kind: 'deprovision', targetId: 'r1', fingerprint: 'f', request: { kind: 'deprovision' }, owner: 'test', now: T0 + 5, leaseMs: 1000 });
+      assert.equal(claim.outcome, 'claimed');
+      await upgraded.commitOperation(heldBy(claim).key, heldBy(claim).token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 6 }, orphanMessage: 'The resource was deprovisioned' });
+      assert.equal(await upgraded.getOperation('credential:c1'), undefined);
+      const [report] = await upgraded.listDeliveries();
+      assert.equal(report?.callbackId, 'cb1');
+      assert.deepEqual(report?.payload, { state: 'error', message: 'The resource was deprovisioned' });
+      assert.equal(report?.deadlineAt, T0 + 86_400_000);
+    } finally {
+      await upgraded.close();
     }
   });
 

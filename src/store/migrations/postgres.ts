@@ -95,4 +95,172 @@ CREATE TABLE tombstones (
 CREATE INDEX tombstones_by_time ON tombstones (deleted_at);
 `,
   },
+  {
+    version: 3,
+    name: 'operation table',
+    // As SQLite's migration 3 (parent_id, deliveries.payload, replays), plus the two functions that
+    // make a claim and a commit one statement each (one round trip): they apply the rules that
+    // sqlite.ts applies in its transactions, with the same statements (src/store/sql/statements.ts).
+    // SET search_path FROM CURRENT binds them to this schema (migrations run with it as search_path).
+    sql: `
+ALTER TABLE operations ADD COLUMN parent_id text COLLATE "C";
+UPDATE operations SET parent_id = CASE
+    WHEN kind = 'provisionCredentials' THEN request->>'resourceId'
+    ELSE (SELECT resource_id FROM credentials WHERE credentials.id = operations.target_id) END
+  WHERE key LIKE 'credential:%';
+CREATE INDEX operations_by_parent ON operations (parent_id) WHERE parent_id IS NOT NULL;
+
+ALTER TABLE deliveries ADD COLUMN payload json;
+
+CREATE TABLE replays (
+  request_id text COLLATE "C" PRIMARY KEY,
+  status integer NOT NULL,
+  sealed_body bytea,
+  expires_at bigint NOT NULL
+);
+CREATE INDEX replays_by_expiry ON replays (expires_at);
+
+-- Answers {outcome: replayed|busy|blocked|claimed|unavailable, ...}; see ClaimResult.
+CREATE FUNCTION claim_operation(
+  p_key text, p_kind text, p_target_id text, p_fingerprint text, p_token text, p_owner text,
+  p_lease_expires_at bigint, p_request json, p_now bigint, p_parent_id text, p_request_id text
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_replay replays%ROWTYPE;
+  v_row operations%ROWTYPE;
+  v_child boolean := p_key LIKE 'credential:%';
+  v_parent text := p_parent_id;
+  v_resource text;
+BEGIN
+  IF p_request_id IS NOT NULL THEN
+    SELECT * INTO v_replay FROM replays WHERE request_id = p_request_id AND expires_at >= p_now;
+    IF FOUND THEN
+      RETURN json_build_object('outcome', 'replayed', 'replay', row_to_json(v_replay));
+    END IF;
+  END IF;
+  -- A claim lost in a server crash is harmless (nothing was done under it that a retry does not
+  -- redo), so its commit does not wait for the WAL flush; the commit of the outcome does.
+  PERFORM set_config('synchronous_commit', 'off', true);
+  IF v_child AND v_parent IS NULL THEN
+    SELECT resource_id INTO v_parent FROM credentials WHERE id = p_target_id;
+  END IF;
+  v_resource := CASE WHEN v_child THEN v_parent ELSE p_target_id END;
+  -- A credential claim and its resource's deprovision claim each read what the other writes:
+  -- both take this lock on the resource id first, so one always sees the other (no write skew).
+  -- Held until the end of this statement's transaction; later statements see committed rows.
+  IF v_resource IS NOT NULL AND (v_child OR p_kind = 'deprovision') THEN
+    PERFORM pg_advisory_xact_lock(17742, hashtext(current_schema() || ':' || v_resource));
+  END IF;
+  -- A claim that finds the key free may still lose the upsert to a concurrent one: look again.
+  FOR attempt IN 1..8 LOOP
+    SELECT * INTO v_row FROM operations o WHERE o.key = p_key
+      AND (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END);
+    IF FOUND THEN
+      RETURN json_build_object('outcome', 'busy', 'operation', row_to_json(v_row));
+    END IF;
+    IF v_child THEN
+      SELECT * INTO v_row FROM operations o WHERE o.key = 'resource:' || v_parent AND o.kind = 'deprovision'
+        AND (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END);
+    ELSIF p_kind = 'deprovision' THEN
+      SELECT * INTO v_row FROM operations WHERE parent_id = p_target_id AND state = 'running' AND lease_expires_at > p_now
+        ORDER BY created_at, key LIMIT 1;
+    END IF;
+    IF FOUND AND (v_child OR p_kind = 'deprovision') THEN
+      RETURN json_build_object('outcome', 'blocked', 'operation', row_to_json(v_row));
+    END IF;
+    INSERT INTO operations AS o (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, parent_id)
+    VALUES (p_key, p_kind, p_target_id, p_fingerprint, 'running', p_token, p_owner, p_lease_expires_at, p_request, p_now, v_parent)
+    ON CONFLICT (key) DO UPDATE SET
+      kind = excluded.kind, target_id = excluded.target_id, fingerprint = excluded.fingerprint, state = 'running',
+      token = excluded.token, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at,
+      request = excluded.request, created_at = excluded.created_at, parent_id = excluded.parent_id,
+      message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL
+    WHERE NOT (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END)
+    RETURNING * INTO v_row;
+    IF FOUND THEN
+      RETURN json_build_object(
+        'outcome', 'claimed',
+        'operation', row_to_json(v_row),
+        'resource', (SELECT row_to_json(r) FROM resources r WHERE r.id = v_resource),
+        'resource_deleted', EXISTS (SELECT 1 FROM tombstones WHERE entity = 'resource' AND id = v_resource),
+        'credential', CASE WHEN v_child THEN (SELECT row_to_json(c) FROM credentials c WHERE c.id = p_target_id) END,
+        'credential_deleted', v_child AND EXISTS (SELECT 1 FROM tombstones WHERE entity = 'credential' AND id = p_target_id),
+        'credentials', CASE WHEN p_kind = 'deprovision'
+          THEN (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]'::json) FROM credentials c WHERE c.resource_id = p_target_id)
+          ELSE '[]'::json END);
+    END IF;
+  END LOOP;
+  RETURN json_build_object('outcome', 'unavailable');
+END
+$fn$;
+
+-- Answers ok | lease_lost | not_found | resource_deleted | credential_deleted; writes nothing
+-- unless ok. Secrets arrive sealed (p_sealed, p_delivery_sealed, p_replay_sealed); a resource's
+-- features arrive on their own (p_features): a \\u0000 in them would make every ->> on p_mutation fail.
+CREATE FUNCTION commit_operation(
+  p_key text, p_token text, p_mutation json, p_features json, p_sealed bytea,
+  p_delivery json, p_delivery_sealed bytea, p_replay json, p_replay_sealed bytea, p_orphan_message text
+) RETURNS text LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_type text := p_mutation->>'type';
+  v_id text := p_mutation->>'id';
+  v_at bigint := (p_mutation->>'deletedAt')::bigint;
+BEGIN
+  -- The fencing check and the lock in one: the row is ours until the end of the statement.
+  PERFORM 1 FROM operations WHERE key = p_key AND token = p_token FOR UPDATE;
+  IF NOT FOUND THEN RETURN 'lease_lost'; END IF;
+  IF v_type = 'putResource' THEN
+    IF EXISTS (SELECT 1 FROM tombstones WHERE entity = 'resource' AND id = v_id) THEN RETURN 'resource_deleted'; END IF;
+    INSERT INTO resources (id, product, plan, region, features, message, created_at, updated_at)
+    VALUES (v_id, p_mutation->>'product', p_mutation->>'plan', p_mutation->>'region', p_features,
+      p_mutation->>'message', (p_mutation->>'createdAt')::bigint, (p_mutation->>'updatedAt')::bigint)
+    ON CONFLICT (id) DO UPDATE SET product = excluded.product, plan = excluded.plan, region = excluded.region,
+      features = excluded.features, message = excluded.message, created_at = excluded.created_at, updated_at = excluded.updated_at;
+  ELSIF v_type = 'putCredential' THEN
+    -- KEY SHARE keeps a concurrent deletion of the resource waiting until this commit is done.
+    PERFORM 1 FROM resources WHERE id = p_mutation->>'resourceId' FOR KEY SHARE;
+    IF NOT FOUND THEN RETURN 'not_found'; END IF;
+    IF EXISTS (SELECT 1 FROM tombstones WHERE entity = 'credential' AND id = v_id) THEN RETURN 'credential_deleted'; END IF;
+    INSERT INTO credentials (id, resource_id, sealed_values, message, created_at)
+    VALUES (v_id, p_mutation->>'resourceId', p_sealed, p_mutation->>'message', (p_mutation->>'createdAt')::bigint)
+    ON CONFLICT (id) DO UPDATE SET resource_id = excluded.resource_id, sealed_values = excluded.sealed_values,
+      message = excluded.message, created_at = excluded.created_at;
+  ELSIF v_type = 'deleteResource' THEN
+    -- Waits for a credential commit in flight (KEY SHARE), whose credential the next statements see.
+    PERFORM 1 FROM resources WHERE id = v_id FOR UPDATE;
+    INSERT INTO tombstones (entity, id, deleted_at)
+      SELECT 'credential', id, v_at FROM credentials WHERE resource_id = v_id
+      UNION ALL SELECT 'resource', v_id, v_at
+      ON CONFLICT (entity, id) DO NOTHING;
+    DELETE FROM resources WHERE id = v_id;
+    INSERT INTO deliveries (id, callback_id, url, sealed_payload, payload, created_at, deadline_at, state, attempts, next_attempt_at)
+      SELECT token, callback_id, callback_url, '\\x'::bytea,
+        json_build_object('state', 'error', 'message', coalesce(p_orphan_message, 'The resource was deprovisioned')),
+        v_at, coalesce(deadline_at, v_at), 'pending', 0, v_at
+      FROM operations WHERE parent_id = v_id AND state = 'pending' AND callback_id IS NOT NULL AND callback_url IS NOT NULL
+      ON CONFLICT (id) DO NOTHING;
+    DELETE FROM operations WHERE parent_id = v_id AND state = 'pending';
+  ELSIF v_type = 'deleteCredential' THEN
+    DELETE FROM credentials WHERE id = v_id;
+    INSERT INTO tombstones (entity, id, deleted_at) VALUES ('credential', v_id, v_at) ON CONFLICT (entity, id) DO NOTHING;
+  END IF;
+  DELETE FROM operations WHERE key = p_key;
+  IF p_delivery IS NOT NULL THEN
+    INSERT INTO deliveries (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)
+    VALUES (p_delivery->>'id', p_delivery->>'callbackId', p_delivery->>'url', p_delivery_sealed,
+      (p_delivery->>'createdAt')::bigint, (p_delivery->>'deadlineAt')::bigint, 'pending', 0, (p_delivery->>'createdAt')::bigint)
+    ON CONFLICT (id) DO UPDATE SET callback_id = excluded.callback_id, url = excluded.url, sealed_payload = excluded.sealed_payload,
+      payload = NULL, created_at = excluded.created_at, deadline_at = excluded.deadline_at, state = 'pending', attempts = 0,
+      next_attempt_at = excluded.next_attempt_at, last_error = NULL, claimed_by = NULL, claim_expires_at = NULL;
+  END IF;
+  IF p_replay IS NOT NULL THEN
+    INSERT INTO replays (request_id, status, sealed_body, expires_at)
+    VALUES (p_replay->>'requestId', (p_replay->>'status')::integer, p_replay_sealed, (p_replay->>'expiresAt')::bigint)
+    ON CONFLICT (request_id) DO NOTHING;
+  END IF;
+  RETURN 'ok';
+END
+$fn$;
+`,
+  },
 ];

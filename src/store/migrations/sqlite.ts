@@ -91,4 +91,31 @@ CREATE TABLE tombstones (
 CREATE INDEX tombstones_by_time ON tombstones (deleted_at);
 `,
   },
+  {
+    version: 3,
+    name: 'operation table',
+    // parent_id: the resource a credential operation belongs to, so that a claim can apply the
+    // parent/child exclusion and a resource's deletion can find its pending credential operations
+    // (backfilled for operations left by the previous release). deliveries.payload: a payload that
+    // holds no secret (the error callback of such an orphaned operation), written by SQL alone; the
+    // sealed column then holds an empty blob. replays: the answer to each executed signed request.
+    sql: `
+ALTER TABLE operations ADD COLUMN parent_id TEXT;
+UPDATE operations SET parent_id = CASE
+    WHEN kind = 'provisionCredentials' THEN json_extract(request, '$.resourceId')
+    ELSE (SELECT resource_id FROM credentials WHERE credentials.id = operations.target_id) END
+  WHERE key LIKE 'credential:%';
+CREATE INDEX operations_by_parent ON operations (parent_id) WHERE parent_id IS NOT NULL;
+
+ALTER TABLE deliveries ADD COLUMN payload TEXT;
+
+CREATE TABLE replays (
+  request_id TEXT PRIMARY KEY,
+  status INTEGER NOT NULL,
+  sealed_body BLOB,
+  expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX replays_by_expiry ON replays (expires_at);
+`,
+  },
 ];

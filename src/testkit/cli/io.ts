@@ -8,6 +8,8 @@ export interface CliIo {
   stderr: { write(text: string): unknown; isTTY?: boolean };
   env: Record<string, string | undefined>;
   cwd: string;
+  /** Where a command reads answers to its questions (`outbox drop`); absent means nobody can answer. */
+  stdin?: NodeJS.ReadableStream;
 }
 
 /** A wrong command line: exit code 2 with the message and a usage hint. */

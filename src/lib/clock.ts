@@ -1,0 +1,34 @@
+/**
+ * The package's one clock. Options take `now: () => number` (milliseconds since the epoch); the
+ * parts that wait (the operation engine) also sleep on the same clock, so that a test moving a fake
+ * clock moves every wait with it and no test depends on the machine's speed.
+ */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Resolves after `ms` of this clock's time, or at once when `signal` aborts. Never rejects. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** The clock of `now` with real timers (unref'd: a wait never keeps the process alive). */
+export function systemClock(now: () => number = Date.now): Clock {
+  return {
+    now,
+    sleep(ms, signal) {
+      return new Promise<void>((resolve) => {
+        if (signal?.aborted === true) {
+          resolve();
+          return;
+        }
+        const done = (): void => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(0, ms));
+        timer.unref();
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    },
+  };
+}

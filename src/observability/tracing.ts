@@ -1,0 +1,71 @@
+/**
+ * The tracing side of the hooks, on @opentelemetry/api (an optional peer dependency). The API is
+ * looked for once per process; when it is absent `span` is the plain call of the default hooks.
+ * When present, spans go to whatever tracer provider the app registered (none: the API's no-op
+ * tracer, which costs little), as children of the active context, i.e. the app's HTTP span.
+ */
+import { createRequire } from 'node:module';
+import type * as OtelApi from '@opentelemetry/api';
+import type { Instrumentation, SpanAttributes, SpanName } from './hooks.js';
+
+type Api = typeof OtelApi;
+
+const TRACER_NAME = 'embedded-marketplace';
+const require = createRequire(import.meta.url);
+let api: Api | null | undefined;
+
+/** The OpenTelemetry API when the app has it installed; looked for only once. */
+function loadApi(): Api | null {
+  if (api === undefined) {
+    try {
+      api = require('@opentelemetry/api') as Api;
+    } catch {
+      api = null;
+    }
+  }
+  return api;
+}
+
+/** `entityId` → `marketplace.entity_id`: one namespace, the OpenTelemetry snake_case habit. */
+function attributeName(key: string): string {
+  return `marketplace.${key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`;
+}
+
+function toAttributes(attributes: SpanAttributes): OtelApi.Attributes {
+  const out: OtelApi.Attributes = {};
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value !== undefined) out[attributeName(key)] = value;
+  }
+  return out;
+}
+
+/**
+ * Records a thrown error on the span: the exception event, an ERROR status and, for the package's
+ * own errors, their stable `code` (what dashboards group by). The message of a MarketplaceError is
+ * safe by construction; other errors keep their name and message, as the logs do.
+ */
+function recordError(otel: Api, span: OtelApi.Span, err: unknown): void {
+  const code = typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : undefined;
+  if (err instanceof Error) span.recordException(err);
+  if (code !== undefined) span.setAttributes({ 'marketplace.error.code': code, 'error.type': code });
+  else span.setAttribute('error.type', err instanceof Error ? err.name : typeof err);
+  span.setStatus({ code: otel.SpanStatusCode.ERROR, ...(code === undefined ? {} : { message: code }) });
+}
+
+/** The `span` hook over OpenTelemetry, or undefined when the API is not installed. */
+export function tracingSpan(): Instrumentation['span'] | undefined {
+  const otel = loadApi();
+  if (otel === null) return undefined;
+  return <T>(name: SpanName, attributes: SpanAttributes, fn: () => Promise<T>): Promise<T> =>
+    // Looked up per span, not once: the app may register its tracer provider after building the router.
+    otel.trace.getTracer(TRACER_NAME).startActiveSpan(name, { attributes: toAttributes(attributes) }, async (span) => {
+      try {
+        return await fn();
+      } catch (err) {
+        recordError(otel, span, err);
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
+}

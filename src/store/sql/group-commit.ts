@@ -1,0 +1,112 @@
+import type BetterSqlite3 from 'better-sqlite3';
+
+/** Counts for tests and diagnostics: how many write requests shared how many transactions. */
+export interface GroupCommitHooks {
+  /**
+   * Called after each transaction committed, with its number of writes and whether it was flushed
+   * to disk before returning (`synchronous = FULL`) or not (`NORMAL`: no write of it needed it).
+   */
+  onCommit?(writes: number, flushed: boolean): void;
+}
+
+/** Queues write transactions and runs them in groups; see {@link groupCommit}. */
+export interface GroupCommitter {
+  /**
+   * Runs `work` inside the next group's transaction; resolves once that transaction committed, and
+   * is on disk unless `durable` is false. `durable: false` suits writes whose loss in a power cut
+   * is harmless (an operation claim: a restart expires running claims anyway; an outbox claim or
+   * attempt record: the callback is sent again): a group of only such writes commits without a
+   * flush, and the next flushed commit puts them on disk too.
+   */
+  write<T>(work: () => T, durable?: boolean): Promise<T>;
+  /** Runs what is queued now (before closing the database). */
+  flush(): void;
+}
+
+interface Queued {
+  work: () => unknown;
+  durable: boolean;
+  resolve(value: unknown): void;
+  reject(reason: unknown): void;
+}
+
+/**
+ * Group commit for one better-sqlite3 connection. With `synchronous = FULL` every COMMIT waits for
+ * a disk flush (an fsync of the WAL, on the event loop), which costs far more than the statements; so writes that
+ * arrive within the same tick run in ONE transaction (`BEGIN IMMEDIATE … COMMIT`, one flush), each
+ * inside its own savepoint: a write that throws (lease lost, a conflict) rolls back only its own
+ * changes and rejects only its own promise. Every promise settles after the COMMIT returned, so no
+ * caller is answered before its write is on disk; if the COMMIT itself fails (disk full, I/O), every
+ * write of the group rejects with that error and nothing of the group is kept.
+ *
+ * `mapError` turns a driver error into what callers should see (e.g. 503 for a busy database).
+ */
+export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknown) => unknown, hooks: GroupCommitHooks = {}): GroupCommitter {
+  let queue: Queued[] = [];
+  let scheduled = false;
+  let flushing: boolean | undefined;
+
+  function runGroup(): void {
+    scheduled = false;
+    const group = queue;
+    queue = [];
+    if (group.length === 0) return;
+    const results: { ok: boolean; value: unknown }[] = [];
+    const flush = group.some((item) => item.durable);
+    try {
+      // Outside the transaction: SQLite applies the setting to the next COMMIT.
+      if (flush !== flushing) {
+        db.pragma(flush ? 'synchronous = FULL' : 'synchronous = NORMAL');
+        flushing = flush;
+      }
+      db.exec('BEGIN IMMEDIATE');
+    } catch (error) {
+      for (const item of group) item.reject(mapError(error));
+      return;
+    }
+    try {
+      for (const item of group) {
+        db.exec('SAVEPOINT write');
+        try {
+          results.push({ ok: true, value: item.work() });
+          db.exec('RELEASE write');
+        } catch (error) {
+          db.exec('ROLLBACK TO write');
+          db.exec('RELEASE write');
+          results.push({ ok: false, value: error });
+        }
+      }
+      db.exec('COMMIT');
+    } catch (error) {
+      // The transaction as a whole failed (COMMIT, or a savepoint statement): nothing of it is kept.
+      try {
+        if (db.inTransaction) db.exec('ROLLBACK');
+      } catch {
+        // The connection already dropped the transaction.
+      }
+      for (const item of group) item.reject(mapError(error));
+      return;
+    }
+    hooks.onCommit?.(group.length, flush);
+    group.forEach((item, index) => {
+      const result = results[index]!;
+      if (result.ok) item.resolve(result.value);
+      else item.reject(mapError(result.value));
+    });
+  }
+
+  return {
+    write<T>(work: () => T, durable = true): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ work, durable, resolve: resolve as (value: unknown) => void, reject });
+        if (!scheduled) {
+          scheduled = true;
+          // setImmediate, not a microtask: requests whose I/O completed in the same turn of the
+          // event loop get to queue their writes before the group runs.
+          setImmediate(runGroup);
+        }
+      });
+    },
+    flush: runGroup,
+  };
+}

@@ -1,0 +1,306 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { BadRequestError, MarketplaceError } from '../../src/errors.js';
+import { HANDOFF_MESSAGE, OperationEngine } from '../../src/idempotency/engine.js';
+import { OPERATIONS, prepareOperation, type OperationCall, type TableEnv } from '../../src/idempotency/operations.js';
+import { createLogger } from '../../src/lib/logger.js';
+import { accepted, type ProviderHandlers } from '../../src/provider/types.js';
+import { memoryStore } from '../../src/store/memory.js';
+import type { DiagnosableStore, OperationKind } from '../../src/store/types.js';
+import { deferred } from '../outbox/helpers.js';
+import { manualClock } from './helpers.js';
+
+const WAIT_MS = 10_000;
+const LEASE_MS = 30_000;
+const env: TableEnv = { catalog: { bonnets: { plans: ['small', 'large'] } }, validate: undefined, checkCallbackUrl: undefined };
+
+/** Handlers that count calls; `gate` makes the next call of one wait on a latch. */
+function handlers() {
+  const calls: Partial<Record<OperationKind, number>> = {};
+  const gates: Partial<Record<OperationKind, { entered: ReturnType<typeof deferred<void>>; open: ReturnType<typeof deferred<void>> }>> = {};
+  const behaviour: { fail?: () => unknown } = {};
+  const step = async (kind: OperationKind): Promise<unknown> => {
+    calls[kind] = (calls[kind] ?? 0) + 1;
+    const gate = gates[kind];
+    if (gate !== undefined) {
+      delete gates[kind];
+      gate.entered.resolve();
+      await gate.open.promise;
+    }
+    if (behaviour.fail !== undefined) {
+      const fail = behaviour.fail;
+      behaviour.fail = undefined;
+      return fail();
+    }
+    return undefined;
+  };
+  const table: ProviderHandlers = {
+    provision: async ({ plan }) => (await step('provision'), `Your ${plan} bonnet`),
+    changePlan: async ({ plan }) => (await step('changePlan'), `Now ${plan}`),
+    deprovision: async () => void (await step('deprovision')),
+    provisionCredentials: async ({ id }) =>
+      ((await step('provisionCredentials')) as { credentials: Record<string, string> } | undefined) ?? { credentials: { BONNETS_URL: `https://${id}@bonnets.example` } },
+    deprovisionCredentials: async () => void (await step('deprovisionCredentials')),
+  };
+  const gate = (kind: OperationKind) => (gates[kind] = { entered: deferred(), open: deferred() });
+  return { table, calls, gate, behaviour };
+}
+
+function setup(options: { callbacks?: boolean } = {}) {
+  const clock = manualClock();
+  const store: DiagnosableStore = memoryStore();
+  const h = handlers();
+  const engine = new OperationEngine({
+    store,
+    handlers: h.table,
+    env,
+    owner: 'test',
+    clock,
+    leaseMs: LEASE_MS,
+    waitMs: WAIT_MS,
+    pendingDeadlineMs: 86_400_000,
+    replayTtlMs: 600_000,
+    callbacks: options.callbacks ?? false,
+    logger: createLogger(false),
+  });
+  const call = (kind: OperationKind, id: string, body?: unknown, extra: Partial<OperationCall> = {}): OperationCall => ({
+    kind, id, body, callbackId: undefined, callbackUrl: undefined, signedHeaders: ['x-callback-id', 'x-callback-url'], requestId: undefined, ...extra,
+  });
+  const run = async (c: OperationCall) => engine.execute(await prepareOperation(c, env));
+  const provision = (id: string, plan = 'small', extra: Partial<OperationCall> = {}) => run(call('provision', id, { id, product: 'bonnets', plan, region: 'all::global' }, extra));
+  return { clock, store, engine, run, call, provision, ...h };
+}
+
+/** Settles `promise` as a rejection value or its result, for asserting on errors. */
+const outcome = <T>(promise: Promise<T>) => promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+
+describe('operation engine', () => {
+  it('makes a duplicate wait for the running one and answers both the same, calling the handler once', async () => {
+    const s = setup();
+    const gate = s.gate('provision');
+    const first = s.provision('r1');
+    await gate.entered.promise;
+    const second = s.provision('r1');
+    await s.clock.settle();
+    assert.equal(s.calls.provision, 1);
+    gate.open.resolve();
+    assert.deepEqual(await first, { status: 201, body: { message: 'Your small bonnet' } });
+    assert.deepEqual(await second, await first);
+    assert.equal(s.calls.provision, 1);
+  });
+
+  it('takes over an operation whose lease lapsed, polling on the clock until then', async () => {
+    const s = setup();
+    const prepared = await prepareOperation(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }), env);
+    await s.store.claimOperation({ ...prepared, owner: 'crashed', now: s.clock.now(), leaseMs: 3_000 });
+    const answer = s.engine.execute(prepared);
+    await s.clock.settle();
+    assert.equal(s.calls.provision, undefined, 'the live claim is respected');
+    for (let waited = 0; waited < 3_500; waited += 500) await s.clock.advance(500);
+    assert.deepEqual(await answer, { status: 201, body: { message: 'Your small bonnet' } });
+    assert.equal(s.calls.provision, 1);
+  });
+
+  it('answers 503 ERR_OPERATION_IN_PROGRESS at the wait limit; the handler keeps its claim and commits later', async () => {
+    const s = setup();
+    const gate = s.gate('provision');
+    const answer = outcome(s.provision('r1'));
+    await gate.entered.promise;
+    await s.clock.advance(WAIT_MS);
+    const result = await answer;
+    assert.ok('error' in result && result.error instanceof MarketplaceError);
+    assert.deepEqual([result.error.status, result.error.code], [503, 'ERR_OPERATION_IN_PROGRESS']);
+    assert.equal((await s.store.getOperation('resource:r1'))?.state, 'running', 'the claim is held (and renewed) past the answer');
+    gate.open.resolve();
+    await s.clock.settle();
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+    assert.equal(await s.store.getOperation('resource:r1'), undefined);
+  });
+
+  it('answers a different request on a held entity with 409 ERR_OPERATION_CONFLICT at once', async () => {
+    const s = setup();
+    const gate = s.gate('provision');
+    const first = s.provision('r1');
+    await gate.entered.promise;
+    const other = await outcome(s.provision('r1', 'large'));
+    assert.ok('error' in other && other.error instanceof MarketplaceError);
+    assert.deepEqual([other.error.status, other.error.code], [409, 'ERR_OPERATION_CONFLICT']);
+    gate.open.resolve();
+    assert.equal((await first).status, 201);
+  });
+
+  it('releases the claim on every path that commits nothing', async () => {
+    const s = setup();
+    const released = async (what: string) => assert.equal(await s.store.getOperation('resource:r1'), undefined, what);
+
+    const missing = await outcome(s.run(s.call('changePlan', 'r1', { plan: 'large' })));
+    assert.equal((missing as { error: MarketplaceError }).error.status, 404);
+    await released('a 404 decision');
+    s.behaviour.fail = () => {
+      throw new BadRequestError('No bonnets today');
+    };
+    assert.equal(((await outcome(s.provision('r1'))) as { error: MarketplaceError }).error.status, 400);
+    await released('a refusal');
+    s.behaviour.fail = () => {
+      throw new Error('boom');
+    };
+    assert.equal(((await outcome(s.provision('r1'))) as { error: Error }).error.message, 'boom');
+    await released('a failure');
+
+    await s.provision('r1');
+    s.behaviour.fail = () => ({ credentials: { 'not a key': 'x' } });
+    const invalid = await outcome(s.run(s.call('provisionCredentials', 'c1', { id: 'c1', resource_id: 'r1' })));
+    assert.equal((invalid as { error: MarketplaceError }).error.status, 500);
+    assert.equal(await s.store.getOperation('credential:c1'), undefined, 'an invalid credential set');
+    assert.equal(await s.store.getCredential('c1'), undefined);
+  });
+
+  it('answers a replayed request id with its recorded answer and never runs the handler again', async () => {
+    const s = setup();
+    await s.provision('r1');
+    const toLarge = s.call('changePlan', 'r1', { plan: 'large' }, { requestId: 'sig-large' });
+    assert.deepEqual(await s.run(toLarge), { status: 200, body: { message: 'Now large' } });
+    await s.run(s.call('changePlan', 'r1', { plan: 'small' }, { requestId: 'sig-small' }));
+    assert.deepEqual(await s.run(toLarge), { status: 200, body: { message: 'Now large' } });
+    assert.equal(s.calls.changePlan, 2);
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+  });
+
+  it('keeps each replay record for replayTtlMs and prunes expired ones at most once a minute', async () => {
+    const s = setup();
+    const commits: (number | undefined)[] = [];
+    const prunes: number[] = [];
+    const commit = s.store.commitOperation.bind(s.store);
+    s.store.commitOperation = async (key, token, input) => (commits.push(input.replay?.expiresAt), commit(key, token, input));
+    const prune = s.store.pruneReplays.bind(s.store);
+    s.store.pruneReplays = async (now) => (prunes.push(now), prune(now));
+
+    await s.provision('r1', 'small', { requestId: 'sig-1' });
+    await s.provision('r2', 'small', { requestId: 'sig-2' });
+    assert.deepEqual(commits, [s.clock.now() + 600_000, s.clock.now() + 600_000]);
+    assert.deepEqual(prunes, [s.clock.now()], 'one prune within the minute');
+    await s.clock.advance(60_000);
+    await s.provision('r3', 'small', { requestId: 'sig-3' });
+    assert.equal(prunes.length, 2);
+  });
+
+  it('answers an identical repeat of a request id with the state\'s answer when that needs no work', async () => {
+    const s = setup();
+    await s.provision('r1');
+    const del = s.call('deprovision', 'r1', undefined, { requestId: 'sig-del' });
+    assert.equal((await s.run(del)).status, 204);
+    const again = await outcome(s.run(del));
+    assert.equal((again as { error: MarketplaceError }).error.status, 404);
+    assert.equal(s.calls.deprovision, 1);
+  });
+
+  it('serializes a credential PUT behind its resource\'s running DELETE: the PUT then answers 404, no handler', async () => {
+    const s = setup();
+    await s.provision('r1');
+    const gate = s.gate('deprovision');
+    const deleting = s.run(s.call('deprovision', 'r1'));
+    await gate.entered.promise;
+    const credential = outcome(s.run(s.call('provisionCredentials', 'c1', { id: 'c1', resource_id: 'r1' })));
+    await s.clock.settle();
+    gate.open.resolve();
+    assert.equal((await deleting).status, 204);
+    assert.equal(((await credential) as { error: MarketplaceError }).error.status, 404);
+    assert.equal(s.calls.provisionCredentials, undefined);
+  });
+
+  it('makes a DELETE wait for a running credential PUT and hands it that credential', async () => {
+    const s = setup();
+    await s.provision('r1');
+    const seen: string[][] = [];
+    const original = s.table.deprovision;
+    s.table.deprovision = async (request, context) => {
+      seen.push(request.credentials.map((c) => c.id));
+      return original(request, context);
+    };
+    const gate = s.gate('provisionCredentials');
+    const credential = s.run(s.call('provisionCredentials', 'c1', { id: 'c1', resource_id: 'r1' }));
+    await gate.entered.promise;
+    const deleting = s.run(s.call('deprovision', 'r1'));
+    await s.clock.settle();
+    assert.equal(s.calls.deprovision, undefined);
+    gate.open.resolve();
+    assert.equal((await credential).status, 201);
+    assert.equal((await deleting).status, 204);
+    assert.deepEqual(seen, [['c1']]);
+  });
+
+  it('answers 409 to a credential PUT while its resource\'s deprovision is pending (202)', async () => {
+    const s = setup();
+    await s.provision('r1');
+    s.table.deprovision = () => accepted('Unravelling');
+    assert.equal((await s.run(s.call('deprovision', 'r1'))).status, 202);
+    const blocked = await outcome(s.run(s.call('provisionCredentials', 'c1', { id: 'c1', resource_id: 'r1' })));
+    assert.equal((blocked as { error: MarketplaceError }).error.code, 'ERR_OPERATION_CONFLICT');
+  });
+
+  it('hands a handler past the wait limit to the callback when the request carries callback headers', async () => {
+    const s = setup({ callbacks: true });
+    const gate = s.gate('provision');
+    const headers = { callbackId: 'cb1', callbackUrl: 'https://connector.example/v1/callbacks/cb1' };
+    const answer = s.provision('r1', 'small', headers);
+    await gate.entered.promise;
+    await s.clock.advance(WAIT_MS);
+    assert.deepEqual(await answer, { status: 202, body: { message: HANDOFF_MESSAGE } });
+    assert.deepEqual(await s.provision('r1', 'small', headers), { status: 202, body: { message: HANDOFF_MESSAGE } }, 'a repeat meanwhile');
+    gate.open.resolve();
+    await s.clock.settle();
+    const [delivery] = await s.store.listDeliveries();
+    assert.deepEqual([delivery?.callbackId, delivery?.payload], ['cb1', { state: 'done', message: 'Your small bonnet' }]);
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+  });
+
+  it('reports a handed-over handler\'s refusal as an error callback and keeps nothing', async () => {
+    const s = setup({ callbacks: true });
+    const gate = s.gate('provision');
+    s.behaviour.fail = () => {
+      throw new BadRequestError('No bonnets today');
+    };
+    const answer = s.provision('r1', 'small', { callbackId: 'cb1', callbackUrl: 'https://connector.example/v1/callbacks/cb1' });
+    await gate.entered.promise;
+    await s.clock.advance(WAIT_MS);
+    assert.equal((await answer).status, 202);
+    gate.open.resolve();
+    await s.clock.settle();
+    const [delivery] = await s.store.listDeliveries();
+    assert.deepEqual(delivery?.payload, { state: 'error', message: 'No bonnets today' });
+    assert.equal(await s.store.getOperation('resource:r1'), undefined);
+    assert.equal(await s.store.getResource('r1'), undefined);
+  });
+
+  it('completes a pending operation through the same table', async () => {
+    const s = setup();
+    await s.provision('r1');
+    s.table.changePlan = () => accepted('Resizing');
+    assert.equal((await s.run(s.call('changePlan', 'r1', { plan: 'large' }))).status, 202);
+    await s.engine.complete({ entity: 'resource', id: 'r1' }, { state: 'done' });
+    assert.equal((await s.store.getResource('r1'))?.plan, 'large');
+    await assert.rejects(s.engine.complete({ entity: 'resource', id: 'r1' }, { state: 'done' }), (error: unknown) => error instanceof MarketplaceError && error.code === 'ERR_OPERATION_NOT_PENDING');
+  });
+});
+
+describe('operation table', () => {
+  it('has one descriptor per operation kind, each with its default message', () => {
+    assert.deepEqual(Object.keys(OPERATIONS).sort(), ['changePlan', 'deprovision', 'deprovisionCredentials', 'provision', 'provisionCredentials']);
+    for (const descriptor of Object.values(OPERATIONS)) assert.ok(descriptor.defaultMessage.length >= 3);
+  });
+
+  it('refuses unknown catalog entries, mismatched ids and unsigned callback headers before any claim', async () => {
+    const call = (body: unknown, extra: Partial<OperationCall> = {}): OperationCall => ({ kind: 'provision', id: 'r1', body, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined, ...extra });
+    const codeOf = async (c: OperationCall) => ((await outcome(prepareOperation(c, env))) as { error: MarketplaceError }).error.code;
+    assert.equal(await codeOf(call({ id: 'r1', product: 'hats', plan: 'small', region: 'all::global' })), 'ERR_UNKNOWN_PRODUCT');
+    assert.equal(await codeOf(call({ id: 'r2', product: 'bonnets', plan: 'small', region: 'all::global' })), 'ERR_ID_MISMATCH');
+    assert.equal(await codeOf(call({ id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { callbackId: 'cb1' })), 'ERR_REQUIRED_HEADER_UNSIGNED');
+  });
+
+  it('fingerprints by the compared properties only', async () => {
+    const fp = async (body: unknown) => (await prepareOperation({ kind: 'provision', id: 'r1', body, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined }, env)).fingerprint;
+    const base = { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' };
+    assert.equal(await fp({ ...base, features: { a: 1 } }), await fp(base));
+    assert.notEqual(await fp({ ...base, plan: 'large' }), await fp(base));
+  });
+});
