@@ -20,11 +20,13 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import express from 'express';
 import session from 'express-session';
+import { Registry } from 'prom-client';
 import {
   accepted,
   BadRequestError,
   marketplaceRouter,
   memoryStore,
+  mountObservability,
   requireMarketplaceSession,
   type Completion,
   type HandlerContext,
@@ -77,6 +79,8 @@ const EXAMPLE_DEV_KEY = createHash('sha256').update('embedded-marketplace exampl
 export interface ProviderApp {
   app: express.Express;
   router: MarketplaceRouter;
+  /** The registry `/metrics` serves (the router's metrics). */
+  registry: Registry;
   /** How often each handler ran, by resource or credential id (the multi-instance tests sum these). */
   calls: Record<string, Record<string, number>>;
   close(): Promise<void>;
@@ -140,7 +144,8 @@ async function openSessionStore(spec: string): Promise<session.Store> {
   return new session.MemoryStore();
 }
 
-export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger } = {}): Promise<ProviderApp> {
+export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger; registry?: Registry } = {}): Promise<ProviderApp> {
+  const registry = options.registry ?? new Registry();
   // The demo passes a logger writing to a file, so that no JSON line lands inside its report.
   const logger = options.logger ?? createLogger(undefined, { app: 'example-provider' });
   if (env.LOG_LEVEL !== undefined) logger.level = env.LOG_LEVEL;
@@ -224,6 +229,7 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
     catalog: CATALOG,
     handlers,
     logger,
+    metrics: { registry },
     ...(leaseMs === undefined ? {} : { leaseMs }),
     outbox: {
       ...(outboxPollMs === undefined ? {} : { pollIntervalMs: outboxPollMs }),
@@ -237,6 +243,10 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
+  // Operator endpoints before the session layer, so a scrape or a probe never creates a session:
+  // /metrics (Prometheus text), /healthz (readiness: router.health(), 503 when the store is down)
+  // and /livez (liveness).
+  mountObservability(app, { registry, router });
   const sessionStore = await openSessionStore(storeSpec);
   // The provider's own session layer, mounted before the marketplace router so /v1/sso can use it.
   app.use(session({
@@ -262,13 +272,11 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
   app.get('/example/handler-calls', (_req, res) => {
     res.json(calls);
   });
-  app.get('/healthz', (_req, res) => {
-    res.json({ ok: true });
-  });
 
   return {
     app,
     router,
+    registry,
     calls,
     async close() {
       await router.close();

@@ -104,20 +104,19 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
     next(error);
   }
 
-  async function readBody(req: Marked, res: Response, next: NextFunction): Promise<Buffer | undefined> {
+  /** The raw body, or a {@link BodyRefusal} carrying the answer (too large, too slow, parsed before us). */
+  async function readBody(req: Marked, res: Response): Promise<Buffer> {
     if (bodyAlreadyConsumed(req)) {
       const left = leftRawBody(req);
       if (left !== undefined) {
         if (left.length <= bodyLimit) return left;
-        next(new PayloadTooLargeError());
-        return undefined;
+        throw new BodyRefusal(new PayloadTooLargeError());
       }
       if (!warnedMountOrder) {
         warnedMountOrder = true;
         logger.error({ code: 'ERR_BODY_ALREADY_PARSED' }, MOUNT_ORDER_HINT);
       }
-      next(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
-      return undefined;
+      throw new BodyRefusal(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
     }
     try {
       return await readRawBody(req, bodyLimit, bodyTimeoutMs);
@@ -126,8 +125,7 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
       // A stalled sender keeps the socket otherwise: close it once the 408 is written.
       if (failure.status === 408) res.setHeader('Connection', 'close');
       logger.info({ code: failure.code }, 'marketplace request body refused');
-      next(failure);
-      return undefined;
+      throw new BodyRefusal(failure);
     }
   }
 
@@ -136,25 +134,23 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
     // others), so a header added in transit changes the canonical form instead of hiding.
     const request = { method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct ?? req.headers };
     let body = req[RAW_BODY];
-    if (body === undefined) {
-      // Cheap checks first: an unsigned, stale or unendorsed request is refused before its body is read.
-      try {
-        await verifier.checkHeaders?.(request);
-      } catch (error) {
-        refuse(error, next);
-        return;
-      }
-      body = await readBody(req, res, next);
-      if (body === undefined) return;
-    }
-
     let verified: VerifiedRequest;
     try {
-      verified = await instrumentation.span('marketplace.verify', {}, () => verifier.verify({ ...request, body }));
+      // One span for the whole verification: the cheap header checks, the body, the signatures.
+      verified = await instrumentation.span('marketplace.verify', {}, async () => {
+        if (body === undefined) {
+          // Cheap checks first: an unsigned, stale or unendorsed request is refused before its body is read.
+          await verifier.checkHeaders?.(request);
+          body = await readBody(req, res);
+        }
+        return verifier.verify({ ...request, body });
+      });
     } catch (error) {
-      refuse(error, next);
+      if (error instanceof BodyRefusal) next(error.failure);
+      else refuse(error, next);
       return;
     }
+    if (body === undefined) throw new InternalError();
 
     req[RAW_BODY] = body;
     req.rawBody = body;
@@ -173,6 +169,18 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
   return function marketplaceSignature(req: Request, res: Response, next: NextFunction): void {
     handle(req, res, next).catch((error: unknown) => next(error));
   };
+}
+
+/** A body that could not be read: not a signature failure, answered with its own status. */
+class BodyRefusal extends Error {
+  constructor(readonly failure: MarketplaceError) {
+    super(failure.message);
+  }
+
+  /** The failure's code, which the verify span records. */
+  get code(): string {
+    return this.failure.code;
+  }
 }
 
 /**
