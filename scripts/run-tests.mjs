@@ -24,6 +24,13 @@ if (files.length === 0) {
   console.error('run-tests: no test file matched');
   process.exit(1);
 }
+// Build dist once, before any test runs: the packaging tests pack it (with --ignore-scripts), and
+// two test files building it at once would each delete what the other is writing.
+const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: 'inherit' });
+if (build.status !== 0) {
+  console.error('run-tests: npm run build failed');
+  process.exit(build.status ?? 1);
+}
 const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', ...files], {
   cwd: root,
   stdio: 'inherit',

@@ -12,9 +12,9 @@ const shippedDocs = [
 
 describe('docs', () => {
   it('docs/errors.md lists every error code of the ErrorCode union', () => {
-    const source = readFileSync(join(root, 'src', 'errors.ts'), 'utf8');
-    // The union ends at its last member, `'ERR_…';` (its doc comments may hold semicolons).
-    const union = source.slice(source.indexOf('export type ErrorCode'), source.indexOf("';", source.indexOf('export type ErrorCode')) + 1);
+    // Comments may hold a `;`: drop them before looking for the end of the union.
+    const source = readFileSync(join(root, 'src', 'errors.ts'), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+    const union = source.slice(source.indexOf('export type ErrorCode'), source.indexOf(';', source.indexOf('export type ErrorCode')));
     const codes = [...union.matchAll(/'(ERR_[A-Z_]+)'/g)].map((match) => match[1]!);
     assert.ok(codes.length > 30, `found ${codes.length} codes`);
     const errors = readFileSync(join(root, 'docs', 'errors.md'), 'utf8');

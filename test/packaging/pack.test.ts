@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { NPM_ENV, packTarball } from '../helpers/pack.js';
 import type { TestContext } from 'node:test';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { runAcceptance } from '../../src/testkit/acceptance/index.js';
@@ -21,7 +22,6 @@ const root = new URL('../..', import.meta.url).pathname;
 type ExportTarget = string | { [condition: string]: ExportTarget };
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string; files: string[]; exports: Record<string, ExportTarget>; bin: Record<string, string> };
 const leaves = (target: ExportTarget): string[] => (typeof target === 'string' ? [target] : Object.values(target).flatMap(leaves));
-const NPM_ENV = { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', npm_config_loglevel: 'error' };
 
 let work: string;
 let tarball: string;
@@ -29,11 +29,7 @@ let packed: string[];
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'em-pack-'));
-  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: root, env: NPM_ENV, timeout: 120_000, maxBuffer: 32 * 1024 * 1024 });
-  // Lifecycle output may precede the JSON (npm prints it to stdout on some versions).
-  const report = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
-  tarball = join(work, report[0]!.filename);
-  packed = report[0]!.files.map((f) => f.path);
+  ({ tarball, files: packed } = await packTarball(work));
 });
 after(() => {
   if (work !== undefined) rmSync(work, { recursive: true, force: true });
