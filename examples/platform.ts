@@ -35,6 +35,11 @@ try {
 }
 
 const server = createServer(app);
+// An idle keep-alive connection outlives the client's own idle timeout (undici's is 4 s, a load
+// balancer's about 60 s), so the client, not the server, ends it: otherwise a request sent on a
+// socket just as the server closes it fails (ECONNRESET), which a busy machine makes likely.
+server.keepAliveTimeout = 65_000;
+server.headersTimeout = 66_000;
 server.on('error', (error: NodeJS.ErrnoException) => {
   console.error(`example platform: cannot listen on 127.0.0.1:${port}: ${error.code ?? error.message}`);
   process.exit(1);

@@ -13,6 +13,11 @@ const server = provider.app.listen(port, '127.0.0.1', () => {
   const address = server.address();
   console.log(`example provider listening on http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : port}`);
 });
+// An idle keep-alive connection outlives the client's own idle timeout (undici's is 4 s, a load
+// balancer's about 60 s), so the client, not the server, ends it: otherwise a request sent on a
+// socket just as the server closes it fails (ECONNRESET), which a busy machine makes likely.
+server.keepAliveTimeout = 65_000;
+server.headersTimeout = 66_000;
 
 let stopping = false;
 // Once stopping, a connection whose last answer went out is closed at once instead of idling until

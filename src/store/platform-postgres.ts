@@ -12,13 +12,14 @@ import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } fro
 import type { CodeLimits, OAuthRecord, OAuthRecordKind, OAuthStore, RedeemResult } from '../platform/oauth/store.js';
 import type { SeenEventClaim, SeenEventStore } from '../platform/events.js';
 import { PLATFORM_POSTGRES_MIGRATIONS } from './migrations/platform-postgres.js';
+import { applyPostgresMigrations, type MigrationLedger } from './migrations/apply-postgres.js';
 import { latestVersion } from './migrations/types.js';
 import { isTransientPostgresError, type MigrationReport, type PostgresConnectionOptions } from './postgres.js';
 
 const DEFAULT_SCHEMA = 'embedded_marketplace';
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 // Advisory lock key of the platform migrations: "EP" and hashtext(schema), apart from the provider store's.
-const LOCK_NAMESPACE = 0x4550;
+const PLATFORM_LEDGER: MigrationLedger = { table: 'platform_schema_migrations', lockNamespace: 0x4550, label: 'platform stores' };
 const CONNECTION_KEYS = ['pool', 'connectionString', 'schema', 'logger'] as const;
 
 /** Options of {@link postgresOAuthStore} and {@link postgresSeenEventStore}: the connection options of `postgresStore`. */
@@ -180,25 +181,10 @@ async function checkVersion(pool: Pool, schema: string, factory: string): Promis
 
 async function applyPlatformMigrations(pool: Pool, schema: string, logger: Logger): Promise<MigrationReport> {
   const client = await pool.connect();
-  const applied: number[] = [];
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
-    // Serializes instances starting together; released by COMMIT/ROLLBACK.
-    await client.query('SELECT pg_advisory_xact_lock($1::integer, hashtext($2))', [LOCK_NAMESPACE, schema]);
-    const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA "${schema}"`);
-    await client.query(`CREATE TABLE IF NOT EXISTS "${schema}".platform_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const row = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM "${schema}".platform_schema_migrations`);
-    const current = row.rows[0]?.version ?? 0;
-    for (const migration of PLATFORM_POSTGRES_MIGRATIONS) {
-      if (migration.version <= current) continue;
-      await client.query(`SET LOCAL search_path TO "${schema}"`);
-      await client.query(migration.sql);
-      await client.query(`INSERT INTO "${schema}".platform_schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-      applied.push(migration.version);
-      logger.info({ version: migration.version, name: migration.name }, 'platform stores: applied migration');
-    }
+    const { current, applied } = await applyPostgresMigrations(client, schema, PLATFORM_LEDGER, PLATFORM_POSTGRES_MIGRATIONS, logger);
     await client.query('COMMIT');
     return { schema, version: Math.max(current, latestVersion(PLATFORM_POSTGRES_MIGRATIONS)), applied };
   } catch (error) {

@@ -23,6 +23,7 @@ import {
 import { bind } from './sql/dialect.js';
 import { statements as compileStatements, type StatementName } from './sql/statements.js';
 import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
+import { applyPostgresMigrations } from './migrations/apply-postgres.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type { ClaimInput, ClaimResult, CommitInput, DiagnosableStore, ReplayRecord } from './types.js';
 
@@ -215,33 +216,13 @@ async function inTransaction<T>(pool: Pool, logger: Logger, work: (client: PoolC
 
 async function applyMigrations(connection: Connection, migrations: readonly Migration[]): Promise<MigrationReport> {
   const { pool, schema, logger } = connection;
-  const applied: number[] = [];
-  const version = await inTransaction(pool, logger, async (client) => {
-    // Serializes instances starting together; released by COMMIT/ROLLBACK.
-    await client.query('SELECT pg_advisory_xact_lock($1::integer, hashtext($2))', [LOCK_NAMESPACE, schema]);
-    const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-    // Checked first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege even when it exists.
-    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA "${schema}"`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS "${schema}".schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const row = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM "${schema}".schema_migrations`);
-    const current = row.rows[0]?.version ?? 0;
-    const latest = latestVersion(migrations);
-    if (current > latest) {
-      logger.warn({ schemaVersion: current, supported: latest }, `${FACTORY}: schema "${schema}" was migrated by a newer release (version ${current}, this one knows ${latest}); continuing, as migrations are additive`);
-    }
-    for (const migration of migrations) {
-      if (migration.version <= current) continue;
-      await client.query(`SET LOCAL search_path TO "${schema}"`);
-      await client.query(migration.sql);
-      await client.query(`INSERT INTO "${schema}".schema_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
-      applied.push(migration.version);
-      logger.info({ version: migration.version, name: migration.name }, `${FACTORY}: applied migration`);
-    }
-    return Math.max(current, latest);
-  });
-  return { schema, version, applied };
+  const latest = latestVersion(migrations);
+  const { current, applied } = await inTransaction(pool, logger, (client) =>
+    applyPostgresMigrations(client, schema, { table: 'schema_migrations', lockNamespace: LOCK_NAMESPACE, label: FACTORY }, migrations, logger));
+  if (current > latest) {
+    logger.warn({ schemaVersion: current, supported: latest }, `${FACTORY}: schema "${schema}" was migrated by a newer release (version ${current}, this one knows ${latest}); continuing, as migrations are additive`);
+  }
+  return { schema, version: Math.max(current, latest), applied };
 }
 
 /**

@@ -14,3 +14,4 @@ export interface Migration {
 export function latestVersion(migrations: readonly Migration[]): number {
   return migrations.reduce((max, migration) => Math.max(max, migration.version), 0);
 }
+
