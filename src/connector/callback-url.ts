@@ -132,29 +132,41 @@ export function isLoopbackHost(hostname: string): boolean {
 }
 
 /** Checks and parses a connector base URL given as an option; the error never echoes the value. */
-export function parseConnectorUrl(factory: string, value: unknown, allowInsecureHttp: boolean): URL {
+/**
+ * How a factory's errors name the connector options: `createConnectorClient` shows its own option
+ * names; `marketplaceRouter` shows them as the user wrote them there (`connector.url`).
+ */
+export interface OptionNaming {
+  name(key: 'connectorUrl' | 'clientId' | 'clientSecret' | 'timeoutMs' | 'allowedCallbackOrigins' | 'callbackPathPrefix'): string;
+  /** Whether the caller can pass `allowInsecureHttp` (the router cannot), so errors may suggest it. */
+  offersInsecureHttp: boolean;
+}
+
+export const PLAIN_NAMES: OptionNaming = { name: (key) => key, offersInsecureHttp: true };
+
+export function parseConnectorUrl(factory: string, value: unknown, allowInsecureHttp: boolean, naming: OptionNaming = PLAIN_NAMES): URL {
+  const option = `option "${naming.name('connectorUrl')}"`;
   if (typeof value !== 'string' || value.length === 0) {
-    throw new InvalidOptionsError(`${factory}: option "connectorUrl" is required (e.g. "https://connector.example.com")`);
+    throw new InvalidOptionsError(`${factory}: ${option} is required (e.g. "https://connector.example.com")`);
   }
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new InvalidOptionsError(`${factory}: option "connectorUrl" must be an absolute http(s) URL (e.g. "https://connector.example.com")`);
+    throw new InvalidOptionsError(`${factory}: ${option} must be an absolute http(s) URL (e.g. "https://connector.example.com")`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new InvalidOptionsError(`${factory}: option "connectorUrl" must use https`);
+    throw new InvalidOptionsError(`${factory}: ${option} must use https`);
   }
   if (url.username !== '' || url.password !== '') {
-    throw new InvalidOptionsError(`${factory}: option "connectorUrl" must not carry user information; pass clientId and clientSecret instead`);
+    throw new InvalidOptionsError(`${factory}: ${option} must not carry user information; pass ${naming.name('clientId')} and ${naming.name('clientSecret')} instead`);
   }
   if (url.search !== '' || url.hash !== '') {
-    throw new InvalidOptionsError(`${factory}: option "connectorUrl" must not carry a query or fragment`);
+    throw new InvalidOptionsError(`${factory}: ${option} must not carry a query or fragment`);
   }
   if (url.protocol === 'http:' && !isLoopbackHost(url.hostname) && !allowInsecureHttp) {
-    throw new InvalidOptionsError(
-      `${factory}: option "connectorUrl" must use https (plain http is accepted for loopback hosts, or with allowInsecureHttp: true)`,
-    );
+    const escape = naming.offersInsecureHttp ? ', or with allowInsecureHttp: true' : '';
+    throw new InvalidOptionsError(`${factory}: ${option} must use https (plain http is accepted for loopback hosts${escape})`);
   }
   return url;
 }

@@ -7,6 +7,8 @@ import {
   parseAllowedOrigins,
   parseBooleanOption,
   parseConnectorUrl,
+  PLAIN_NAMES,
+  type OptionNaming,
   type CallbackUrlVerdict,
 } from './callback-url.js';
 import {
@@ -158,20 +160,30 @@ const OPTION_KEYS = [
  * ```
  */
 export function createConnectorClient(options: ConnectorClientOptions): ConnectorClient {
-  const factory = 'createConnectorClient';
+  return buildConnectorClient(options, 'createConnectorClient', PLAIN_NAMES);
+}
+
+/**
+ * {@link createConnectorClient} for a factory that takes the connector options under its own
+ * names (the router's `connector: { url, ... }`), so that its errors name what the user wrote.
+ * @internal
+ */
+export function buildConnectorClient(options: ConnectorClientOptions, factory: string, naming: OptionNaming): ConnectorClient {
   const raw = asOptionsObject(factory, options);
   rejectUnknownKeys(factory, raw, OPTION_KEYS);
+  // The option helpers print the key they read: read them under the caller's names.
+  const named = (key: Parameters<OptionNaming['name']>[0]) => ({ [naming.name(key)]: raw[key] });
   const allowInsecureHttp = parseBooleanOption(factory, raw, 'allowInsecureHttp');
-  const base = parseConnectorUrl(factory, raw.connectorUrl, allowInsecureHttp);
-  const clientId = requireNonEmptyString(factory, raw, 'clientId');
-  const clientSecret = requireNonEmptyString(factory, raw, 'clientSecret');
-  const timeoutMs = optionalPositiveNumber(factory, raw, 'timeoutMs') ?? DEFAULT_TIMEOUT_MS;
+  const base = parseConnectorUrl(factory, raw.connectorUrl, allowInsecureHttp, naming);
+  const clientId = requireNonEmptyString(factory, named('clientId'), naming.name('clientId'));
+  const clientSecret = requireNonEmptyString(factory, named('clientSecret'), naming.name('clientSecret'));
+  const timeoutMs = optionalPositiveNumber(factory, named('timeoutMs'), naming.name('timeoutMs')) ?? DEFAULT_TIMEOUT_MS;
   const skewMs = optionalPositiveNumber(factory, raw, 'tokenRefreshSkewMs', { allowZero: true }) ?? DEFAULT_SKEW_MS;
   const fetchImpl = optionalFunction<typeof globalThis.fetch>(factory, raw, 'fetch') ?? globalThis.fetch;
   const now = optionalFunction<() => number>(factory, raw, 'now') ?? Date.now;
   const logger = createLogger(optionalLogger<Logger>(factory, raw, 'logger'), { component: 'connector' });
-  const policy = buildCallbackUrlPolicy(base, parseAllowedOrigins(factory, 'allowedCallbackOrigins', raw.allowedCallbackOrigins), allowInsecureHttp,
-    parseCallbackPathPrefix(factory, 'callbackPathPrefix', raw.callbackPathPrefix));
+  const policy = buildCallbackUrlPolicy(base, parseAllowedOrigins(factory, naming.name('allowedCallbackOrigins'), raw.allowedCallbackOrigins), allowInsecureHttp,
+    parseCallbackPathPrefix(factory, naming.name('callbackPathPrefix'), raw.callbackPathPrefix));
   if (typeof fetchImpl !== 'function') {
     throw new TypeError(`${factory}: no global fetch in this runtime; pass the "fetch" option (Node 20 has one)`);
   }

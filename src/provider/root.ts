@@ -6,7 +6,9 @@ import type { TableEnv } from '../idempotency/operations.js';
 import { systemClock, type Clock } from '../lib/clock.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
-import { createConnectorClient, type ConnectorClient } from '../connector/index.js';
+import type { ConnectorClient } from '../connector/index.js';
+import { buildConnectorClient } from '../connector/client.js';
+import type { OptionNaming } from '../connector/callback-url.js';
 import { createOutbox, type Outbox, type OutboxOptions } from '../outbox/index.js';
 import type { SsoFailureHook } from '../sso/index.js';
 import { resolveInstrumentation, type MetricsOptions } from '../observability/index.js';
@@ -187,31 +189,24 @@ function healthOptions(value: unknown): Pick<HealthCheckOptions, 'timeoutMs' | '
   return { ...(timeoutMs === undefined ? {} : { timeoutMs }), ...(outboxMaxAgeMs === undefined ? {} : { outboxMaxAgeMs }) };
 }
 
+/** The router takes the connector options as `connector: { url, clientId, ... }`: its errors say so. */
+const ROUTER_CONNECTOR_NAMES: OptionNaming = {
+  name: (key) => `connector.${key === 'connectorUrl' ? 'url' : key}`,
+  offersInsecureHttp: false,
+};
+
 function buildConnector(options: ConnectorOptions, logger: Logger): ConnectorClient {
   const raw = asOptionsObject(`${FACTORY} connector`, options);
   rejectUnknownKeys(`${FACTORY} connector`, raw, ['url', 'clientId', 'clientSecret', 'allowedCallbackOrigins', 'timeoutMs', 'callbackPathPrefix']);
-  try {
-    return createConnectorClient({
-      connectorUrl: options.url,
-      clientId: options.clientId,
-      clientSecret: options.clientSecret,
-      logger,
-      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-      ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
-      ...(options.callbackPathPrefix === undefined ? {} : { callbackPathPrefix: options.callbackPathPrefix }),
-    });
-  } catch (error) {
-    if (!(error instanceof InvalidOptionsError)) throw error;
-    // Name the options as the user wrote them (connector.url, not connectorUrl), and do not
-    // suggest client options this router does not take.
-    const message = error.message
-      .replace(/^createConnectorClient: /, `${FACTORY}: `)
-      .replace(/"connectorUrl"/g, '"connector.url"')
-      .replace(/option "(clientId|clientSecret|timeoutMs|allowedCallbackOrigins|callbackPathPrefix)"/g, 'option "connector.$1"')
-      .replace(/ \(plain http is accepted for loopback hosts, or with allowInsecureHttp: true\)/, ' (plain http is accepted for loopback hosts)')
-      .replace(/; pass clientId and clientSecret instead/, '; pass connector.clientId and connector.clientSecret instead');
-    throw new InvalidOptionsError(message);
-  }
+  return buildConnectorClient({
+    connectorUrl: options.url,
+    clientId: options.clientId,
+    clientSecret: options.clientSecret,
+    logger,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...(options.allowedCallbackOrigins === undefined ? {} : { allowedCallbackOrigins: options.allowedCallbackOrigins }),
+    ...(options.callbackPathPrefix === undefined ? {} : { callbackPathPrefix: options.callbackPathPrefix }),
+  }, FACTORY, ROUTER_CONNECTOR_NAMES);
 }
 
 function checkHandlers(value: unknown): ProviderHandlers {
