@@ -65,6 +65,9 @@ export const HANDOFF_MESSAGE = 'The operation is taking longer than expected; it
 /** The callback message of a handed-over operation that failed unexpectedly (the reason is logged). */
 const FAILED_MESSAGE = 'The provider could not complete the operation';
 const TIMEOUT = Symbol('timeout');
+// The reason every internal wait is cancelled with: `abort()` without one builds a DOMException
+// (with its stack trace) each time, and two waits are cancelled per request.
+const STOPPED = Symbol('stopped');
 const REPLAY_PRUNE_INTERVAL_MS = 60_000;
 
 /**
@@ -183,7 +186,7 @@ export class OperationEngine {
       // Without callback headers the marketplace's retry later finds the stored outcome.
       throw new OperationInProgressError();
     } finally {
-      stop.abort();
+      stop.abort(STOPPED);
     }
   }
 
@@ -216,15 +219,24 @@ export class OperationEngine {
   async #invoke(op: PreparedOperation, entity: Entity): Promise<unknown> {
     const { handlers, logger } = this.#options;
     const target = { entity: op.entity, id: op.targetId };
+    // A pino child logger costs more than the rest of the context (bindings serialized, redaction
+    // set up): it is made on first use, so a handler that never logs does not pay for it.
+    let bound: Logger | undefined;
     const context: HandlerContext = {
       callbackId: op.callbackId,
       reqId: op.reqId,
-      logger: logger.child({
-        entity: op.entity,
-        id: op.targetId,
-        ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
-        ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
-      }),
+      get logger(): Logger {
+        bound ??= logger.child({
+          entity: op.entity,
+          id: op.targetId,
+          ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
+          ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
+        });
+        return bound;
+      },
+      set logger(value: Logger) {
+        bound = value;
+      },
       complete: (completion) => this.complete(target, completion),
     };
     const started = performance.now();
@@ -333,7 +345,7 @@ export class OperationEngine {
         }
       }
     })();
-    return () => stop.abort();
+    return () => stop.abort(STOPPED);
   }
 
   async #waitFor(key: string, attempt: number, deadline: number): Promise<void> {
@@ -349,7 +361,7 @@ export class OperationEngine {
       // Another process holds it: poll with a growing interval, bounded by the wait limit.
       await clock.sleep(Math.min(25 * 2 ** Math.min(attempt, 5), 500, remaining), stop.signal);
     } finally {
-      stop.abort();
+      stop.abort(STOPPED);
     }
   }
 

@@ -178,13 +178,32 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     return key;
   }
 
-  async function checkSigned(headers: RequestHeaders): Promise<{ signature: ParsedSignature; signedHeaders: string[]; date: Date; liveKey: KeyObject }> {
-    const signature = parseSignature(header(headers, 'x-signature'));
-    const signedHeaders = parseSignedHeaders(header(headers, 'x-signed-headers'));
+  // The middleware calls checkHeaders, reads the body, then verify with the same headers object:
+  // what checkHeaders parsed and endorsed is kept for that verify instead of being done twice. It is
+  // reused only while the three header values are the very same strings; the Date is re-checked.
+  const checked = new WeakMap<RequestHeaders, CheckedHeaders>();
+
+  async function checkSigned(headers: RequestHeaders): Promise<Checked> {
+    const values = signedValues(headers);
+    const earlier = checked.get(headers);
+    if (earlier !== undefined) {
+      checked.delete(headers);
+      if (earlier.values.every((value, i) => sameHeader(value, values[i]))) {
+        checkFresh(earlier.result.date);
+        return earlier.result;
+      }
+    }
+    const signature = parseSignature(values[0]);
+    const signedHeaders = parseSignedHeaders(values[1]);
     if (!signedHeaders.includes('date') || !signedHeaders.includes('host')) {
       throw new SignatureError('ERR_REQUIRED_HEADER_UNSIGNED', 'X-Signed-Headers must include date and host');
     }
-    const date = parseDate(header(headers, 'date'));
+    const date = parseDate(values[2]);
+    checkFresh(date);
+    return { signature, signedHeaders, date, liveKey: await endorsedKey(signature) };
+  }
+
+  function checkFresh(date: Date): void {
     const clock = now();
     const offset = date.getTime() - (typeof clock === 'number' ? clock : clock.getTime());
     // Written so that a NaN from a broken clock fails closed.
@@ -196,7 +215,6 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
         dateOffsetMs: offset,
       });
     }
-    return { signature, signedHeaders, date, liveKey: await endorsedKey(signature) };
   }
 
   async function verify(request: SignedRequest): Promise<VerifiedRequest> {
@@ -221,11 +239,39 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   return {
     verify,
     checkHeaders: async (request) => {
-      await checkSigned(request.headers);
+      const { headers } = request;
+      const values = signedValues(headers);
+      const result = await checkSigned(headers);
+      // Copies: a list the caller changes in place must not match its old parse.
+      checked.set(headers, { values: values.map((value) => (Array.isArray(value) ? [...value] : value)), result });
     },
     masterPublicKey: encodeBase64Url(masterRaw),
     cachedEndorsements: () => cache.size,
   };
+}
+
+/** What checkSigned establishes from the headers alone. */
+interface Checked {
+  signature: ParsedSignature;
+  signedHeaders: string[];
+  date: Date;
+  liveKey: KeyObject;
+}
+
+/** A checkHeaders result and the header values it was computed from. */
+interface CheckedHeaders {
+  values: readonly HeaderValue[];
+  result: Checked;
+}
+
+/** X-Signature, X-Signed-Headers and Date, the headers checkSigned reads. */
+function signedValues(headers: RequestHeaders): [HeaderValue, HeaderValue, HeaderValue] {
+  return [header(headers, 'x-signature'), header(headers, 'x-signed-headers'), header(headers, 'date')];
+}
+
+function sameHeader(a: HeaderValue, b: HeaderValue): boolean {
+  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((value, i) => value === b[i]);
+  return a === b;
 }
 
 function header(headers: RequestHeaders, name: string): HeaderValue {
