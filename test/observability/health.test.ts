@@ -139,7 +139,7 @@ describe('mountObservability', () => {
     const app = express();
     mountObservability(app, { registry, router });
     assert.deepEqual((await request(app).get('/healthz')).body, { status: 'ok', store: 'ok', outbox: null }, 'before health() is attached: liveness only');
-    // As the lead wires it: health() is attached to the router after mounting.
+    // As marketplaceRouter does: health() may be attached to the router after mounting.
     router.health = createHealthCheck({ store });
 
     const metrics = await request(app).get('/metrics');

@@ -2,7 +2,7 @@ import type { DeliverySummary, StoreDiagnostics } from '../../src/observability/
 import type { OperationRecord } from '../../src/store/types.js';
 
 /**
- * A store that has only the diagnostics methods (contracts section 2), kept in memory, with call
+ * A store that has only the diagnostics methods (`StoreDiagnostics`), kept in memory, with call
  * counts and switches to fail or hang: what the metrics, health and CLI tests drive until the real
  * stores implement the same methods.
  */

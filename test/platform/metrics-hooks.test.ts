@@ -1,5 +1,5 @@
 /**
- * The instrumentation hooks the platform factories call (contracts section 1): one platformRequest
+ * The instrumentation hooks the platform factories call (src/observability/hooks.ts): one platformRequest
  * per answered platform call (by route pattern), one event per webhook delivery with its outcome.
  */
 import assert from 'node:assert/strict';

@@ -61,8 +61,8 @@ export const openStore: StoreOpener = async (spec, io) => {
     const { memoryStore } = await import('../../store/memory.js');
     return memoryStore();
   }
-  // The stores' option types learn `encryptionKey: false` with the diagnostics contract (contracts section 2).
-  const noKey = false as unknown as string;
+  // Diagnostics only: these commands never read a credential value, so they never need the key.
+  const noKey = false;
   if (spec.kind === 'sqlite') {
     if (!existsSync(spec.path)) throw new UsageError(`no SQLite database at ${spec.path}`);
     const { sqliteStore } = await import('../../store/sqlite.js');
