@@ -12,7 +12,7 @@ export {
   DEFAULT_TOLERANCE_MS,
   PRODUCTION_MASTER_PUBLIC_KEY,
 } from './verifier.js';
-export type { SignedRequest, VerifiedRequest, Verifier, VerifierOptions } from './verifier.js';
+export type { HeaderCheck, SignedRequest, VerifiedRequest, Verifier, VerifierOptions } from './verifier.js';
 export { errorResponder, verifySignature } from './middleware.js';
 export type { VerifySignatureOptions } from './middleware.js';
 export { DEFAULT_BODY_LIMIT } from './raw-body.js';

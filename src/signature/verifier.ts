@@ -58,6 +58,12 @@ export interface VerifiedRequest {
   date: Date;
 }
 
+/** What {@link Verifier.checkHeaders} established: the signature chain and a fresh Date. */
+export interface HeaderCheck {
+  /** Verifies the request signature over the checked request and `body` (the Date is checked again). */
+  verify(body: Uint8Array | string): Promise<VerifiedRequest>;
+}
+
 /** Verifies marketplace request signatures; see {@link createVerifier}. */
 export interface Verifier {
   /**
@@ -68,9 +74,10 @@ export interface Verifier {
   /**
    * The checks that need no body: X-Signature present and well-formed, X-Signed-Headers, a fresh
    * Date and an endorsed live key. Run it before reading a body so that unsigned or stale requests
-   * are refused before their bytes are buffered; `verify` repeats it (the endorsement is cached).
+   * are refused before their bytes are buffered, then finish with the answer's `verify(body)`,
+   * which does not parse or endorse again.
    */
-  checkHeaders(request: Omit<SignedRequest, 'body'>): Promise<void>;
+  checkHeaders(request: Omit<SignedRequest, 'body'>): Promise<HeaderCheck>;
   /** The master public key in use (base64url). */
   readonly masterPublicKey: string;
   /** How many endorsed live keys are cached now (never more than `endorsementCacheSize`). */
@@ -178,27 +185,13 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     return key;
   }
 
-  // The middleware calls checkHeaders, reads the body, then verify with the same headers object:
-  // what checkHeaders parsed and endorsed is kept for that verify instead of being done twice. It is
-  // reused only while the three header values are the very same strings; the Date is re-checked.
-  const checked = new WeakMap<RequestHeaders, CheckedHeaders>();
-
   async function checkSigned(headers: RequestHeaders): Promise<Checked> {
-    const values = signedValues(headers);
-    const earlier = checked.get(headers);
-    if (earlier !== undefined) {
-      checked.delete(headers);
-      if (earlier.values.every((value, i) => sameHeader(value, values[i]))) {
-        checkFresh(earlier.result.date);
-        return earlier.result;
-      }
-    }
-    const signature = parseSignature(values[0]);
-    const signedHeaders = parseSignedHeaders(values[1]);
+    const signature = parseSignature(header(headers, 'x-signature'));
+    const signedHeaders = parseSignedHeaders(header(headers, 'x-signed-headers'));
     if (!signedHeaders.includes('date') || !signedHeaders.includes('host')) {
       throw new SignatureError('ERR_REQUIRED_HEADER_UNSIGNED', 'X-Signed-Headers must include date and host');
     }
-    const date = parseDate(values[2]);
+    const date = parseDate(header(headers, 'date'));
     checkFresh(date);
     return { signature, signedHeaders, date, liveKey: await endorsedKey(signature) };
   }
@@ -218,9 +211,12 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   }
 
   async function verify(request: SignedRequest): Promise<VerifiedRequest> {
-    const body = bodyBytes(request.body);
+    return verifyChecked(request, await checkSigned(request.headers), bodyBytes(request.body));
+  }
+
+  async function verifyChecked(request: Omit<SignedRequest, 'body'>, checked: Checked, body: Uint8Array | undefined): Promise<VerifiedRequest> {
     const { headers } = request;
-    const { signature, signedHeaders, date, liveKey } = await checkSigned(headers);
+    const { signature, signedHeaders, date, liveKey } = checked;
     const received = single(header(headers, 'host'));
     // Host binding: with publicHost set, the signature must be for one of those hosts.
     const listed = received === undefined ? undefined : publicHosts?.find((host) => host.toLowerCase() === received.toLowerCase());
@@ -239,11 +235,14 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   return {
     verify,
     checkHeaders: async (request) => {
-      const { headers } = request;
-      const values = signedValues(headers);
-      const result = await checkSigned(headers);
-      // Copies: a list the caller changes in place must not match its old parse.
-      checked.set(headers, { values: values.map((value) => (Array.isArray(value) ? [...value] : value)), result });
+      const checked = await checkSigned(request.headers);
+      return {
+        verify: async (body) => {
+          // The body may have taken a while to arrive: the Date must still be fresh.
+          checkFresh(checked.date);
+          return verifyChecked(request, checked, bodyBytes(body));
+        },
+      };
     },
     masterPublicKey: encodeBase64Url(masterRaw),
     cachedEndorsements: () => cache.size,
@@ -256,22 +255,6 @@ interface Checked {
   signedHeaders: string[];
   date: Date;
   liveKey: KeyObject;
-}
-
-/** A checkHeaders result and the header values it was computed from. */
-interface CheckedHeaders {
-  values: readonly HeaderValue[];
-  result: Checked;
-}
-
-/** X-Signature, X-Signed-Headers and Date, the headers checkSigned reads. */
-function signedValues(headers: RequestHeaders): [HeaderValue, HeaderValue, HeaderValue] {
-  return [header(headers, 'x-signature'), header(headers, 'x-signed-headers'), header(headers, 'date')];
-}
-
-function sameHeader(a: HeaderValue, b: HeaderValue): boolean {
-  if (Array.isArray(a) && Array.isArray(b)) return a.length === b.length && a.every((value, i) => value === b[i]);
-  return a === b;
 }
 
 function header(headers: RequestHeaders, name: string): HeaderValue {

@@ -338,3 +338,17 @@ describe('createVerifier options', () => {
     invalid(null, /options object/);
   });
 });
+
+describe('checkHeaders then verify(body)', () => {
+  it('verifies the body against the checked headers, refuses a changed body, and re-checks the Date', async () => {
+    let now = NOW;
+    const verifier = createVerifier({ masterKey: vector!.master_public_key, now: () => now });
+    const { body, ...request } = vectorRequest(vector!);
+    const check = await verifier.checkHeaders(request);
+    assert.equal((await check.verify(body)).date.toISOString(), new Date(vector!.now).toISOString());
+    await rejectsWith(check.verify(Buffer.from(flip(vector!.body, 5), 'utf8')), 'ERR_REQUEST_SIGNATURE_INVALID');
+    // A body that took longer than the tolerance to arrive: the Date is stale by then.
+    now += DEFAULT_TOLERANCE_MS + 1000;
+    await rejectsWith(check.verify(body), 'ERR_DATE_STALE');
+  });
+});
