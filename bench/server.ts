@@ -5,13 +5,36 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import express, { type Request, type Response } from 'express';
-import { canonicalRequest } from '../src/signature/canonicalize.js';
-import { marketplaceRouter, type MarketplaceRouter } from '../src/provider/router.js';
-import { generateEncryptionKey } from '../src/store/crypto.js';
-import { memoryStore } from '../src/store/memory.js';
-import { operationKey, type Store } from '../src/store/types.js';
-import { serveCalls } from './lib/child.js';
+import type * as Canonicalize from '../src/signature/canonicalize.js';
+import type * as Router from '../src/provider/router.js';
+import type * as Crypto from '../src/store/crypto.js';
+import type * as Memory from '../src/store/memory.js';
+import type * as Sqlite from '../src/store/sqlite.js';
+import type * as Postgres from '../src/store/postgres.js';
+import type * as StoreTypes from '../src/store/types.js';
+import { REPO_ROOT, serveCalls } from './lib/child.js';
 import { CATALOG, marketplaceId } from './lib/requests.js';
+
+/**
+ * The package as users run it: the servers load the compiled `dist/` (npm run bench builds it
+ * first), never the TypeScript sources through tsx, whose transform adds a helper call to every
+ * closure created per request and would bill the library for the loader's work.
+ */
+async function dist<T>(module: string): Promise<T> {
+  const path = join(REPO_ROOT, 'dist', module);
+  try {
+    return (await import(path)) as T;
+  } catch (error) {
+    throw new Error(`bench: cannot load ${path}: run \`npm run build\` first (npm run bench does)`, { cause: error });
+  }
+}
+const [{ canonicalRequest }, { marketplaceRouter }, { generateEncryptionKey }, { memoryStore }, { operationKey }] = await Promise.all([
+  dist<typeof Canonicalize>('signature/canonicalize.js'),
+  dist<typeof Router>('provider/router.js'),
+  dist<typeof Crypto>('store/crypto.js'),
+  dist<typeof Memory>('store/memory.js'),
+  dist<typeof StoreTypes>('store/types.js'),
+]);
 
 /**
  * The server under test, one process per configuration: a bare Express route, the one-verify
@@ -36,13 +59,16 @@ export interface StopResult {
   handled: number;
   /** CPU time (user + system, every thread of this process) since start, in microseconds. */
   cpuMicros: number;
+  /** Time the main thread (the event loop) was busy since start, in microseconds: what bounds one process. */
+  busyMicros: number;
   rss: number;
 }
 
 let server: Server | undefined;
-let router: MarketplaceRouter | undefined;
+let router: Router.MarketplaceRouter | undefined;
 let handled = 0;
 let cpuStart = process.cpuUsage();
+let eluStart = performance.eventLoopUtilization();
 const cleanups: (() => Promise<void> | void)[] = [];
 
 async function start(params: StartParams): Promise<{ port: number }> {
@@ -81,6 +107,7 @@ async function start(params: StartParams): Promise<{ port: number }> {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });
   cpuStart = process.cpuUsage();
+  eluStart = performance.eventLoopUtilization();
   return { port: (server.address() as AddressInfo).port };
 }
 
@@ -114,20 +141,20 @@ function ceilingRoute(req: Request, res: Response): void {
   });
 }
 
-async function openStore(params: StartParams): Promise<Store> {
+async function openStore(params: StartParams): Promise<StoreTypes.Store> {
   switch (params.mode) {
     case 'memory':
       return memoryStore();
     case 'sqlite': {
       // Loaded on demand: the drivers are optional, and the other modes start faster without them.
-      const { sqliteStore } = await import('../src/store/sqlite.js');
+      const { sqliteStore } = await dist<typeof Sqlite>('store/sqlite.js');
       const dir = mkdtempSync(join(tmpdir(), 'em-bench-'));
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       return sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: generateEncryptionKey() });
     }
     case 'postgres': {
       if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
-      const [{ postgresStore }, { default: pg }] = await Promise.all([import('../src/store/postgres.js'), import('pg')]);
+      const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres.js'), import('pg')]);
       const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
       const url = params.databaseUrl;
       cleanups.push(async () => {
@@ -149,7 +176,7 @@ async function openStore(params: StartParams): Promise<Store> {
 }
 
 /** Stores resources through the store's own operations, as the engine would after a handler ran. */
-async function prefill(store: Store, count: number): Promise<void> {
+async function prefill(store: StoreTypes.Store, count: number): Promise<void> {
   const now = Date.now();
   for (let i = 0; i < count; i++) {
     const id = marketplaceId();
@@ -166,7 +193,8 @@ async function prefill(store: Store, count: number): Promise<void> {
 /** Counters since the server started listening (warm-up included). */
 function counters(): StopResult {
   const cpu = process.cpuUsage(cpuStart);
-  return { handled, cpuMicros: cpu.user + cpu.system, rss: process.memoryUsage().rss };
+  const elu = performance.eventLoopUtilization(eluStart);
+  return { handled, cpuMicros: cpu.user + cpu.system, busyMicros: elu.active * 1000, rss: process.memoryUsage().rss };
 }
 
 async function close(): Promise<void> {

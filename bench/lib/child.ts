@@ -33,7 +33,7 @@ export function startWorker(script: string, options: { exposeGc?: boolean; env?:
   const execArgv = [
     '--import', 'tsx',
     ...(options.exposeGc === true ? ['--expose-gc'] : []),
-    ...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`]),
+    ...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL ?? '1000'}`]),
   ];
   const child: ChildProcess = fork(fileURLToPath(new URL(`../${script}`, import.meta.url)), [], {
     cwd: REPO_ROOT,

@@ -65,9 +65,6 @@ export const HANDOFF_MESSAGE = 'The operation is taking longer than expected; it
 /** The callback message of a handed-over operation that failed unexpectedly (the reason is logged). */
 const FAILED_MESSAGE = 'The provider could not complete the operation';
 const TIMEOUT = Symbol('timeout');
-// The reason every internal wait is cancelled with: `abort()` without one builds a DOMException
-// (with its stack trace) each time, and two waits are cancelled per request.
-const STOPPED = Symbol('stopped');
 const REPLAY_PRUNE_INTERVAL_MS = 60_000;
 
 /**
@@ -161,33 +158,40 @@ export class OperationEngine {
     const progress: Progress = { phase: 'running', handedOffAt: 0 };
     const work = this.#hold(op, operation, snapshot, progress, recorded);
     this.#inflight.set(op.key, work);
-    void work
-      .finally(() => {
-        if (this.#inflight.get(op.key) === work) this.#inflight.delete(op.key);
-        this.#handedOff.delete(op.key);
-      })
-      .catch(() => undefined);
+    const forget = (): void => {
+      if (this.#inflight.get(op.key) === work) this.#inflight.delete(op.key);
+      this.#handedOff.delete(op.key);
+    };
+    work.then(forget, forget);
 
     const { clock } = this.#options;
-    const stop = new AbortController();
-    try {
-      const first = await Promise.race([work, clock.sleep(deadline - clock.now(), stop.signal).then((): typeof TIMEOUT => TIMEOUT)]);
-      if (first !== TIMEOUT) return first;
-      // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes.
-      if (progress.phase === 'committing') return await work;
-      if (this.#options.callbacks && op.callbackId !== undefined && op.callbackUrl !== undefined) {
-        progress.phase = 'handedOff';
-        progress.handedOffAt = clock.now();
-        const answer: Answer = { status: 202, body: { message: HANDOFF_MESSAGE } };
-        this.#handedOff.set(op.key, answer);
-        this.#options.logger.info({ key: op.key, kind: op.kind, callbackId: op.callbackId }, 'handler past the wait limit: answered 202, the outcome follows by callback');
-        return answer;
-      }
-      // Without callback headers the marketplace's retry later finds the stored outcome.
-      throw new OperationInProgressError();
-    } finally {
-      stop.abort(STOPPED);
+    // The handler's outcome or the wait limit, whichever comes first; one timer, cancelled with the outcome.
+    const first = await new Promise<Answer | typeof TIMEOUT>((resolve, reject) => {
+      const cancel = clock.after(deadline - clock.now(), () => resolve(TIMEOUT));
+      work.then(
+        (answer) => {
+          cancel();
+          resolve(answer);
+        },
+        (error: unknown) => {
+          cancel();
+          reject(error);
+        },
+      );
+    });
+    if (first !== TIMEOUT) return first;
+    // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes.
+    if (progress.phase === 'committing') return await work;
+    if (this.#options.callbacks && op.callbackId !== undefined && op.callbackUrl !== undefined) {
+      progress.phase = 'handedOff';
+      progress.handedOffAt = clock.now();
+      const answer: Answer = { status: 202, body: { message: HANDOFF_MESSAGE } };
+      this.#handedOff.set(op.key, answer);
+      this.#options.logger.info({ key: op.key, kind: op.kind, callbackId: op.callbackId }, 'handler past the wait limit: answered 202, the outcome follows by callback');
+      return answer;
     }
+    // Without callback headers the marketplace's retry later finds the stored outcome.
+    throw new OperationInProgressError();
   }
 
   async #hold(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, progress: Progress, recorded: RecordedAnswer | undefined): Promise<Answer> {
@@ -331,38 +335,41 @@ export class OperationEngine {
   /** Renews the claim while the handler works, on the engine's clock; returns the stop function. */
   #keepLease(op: PreparedOperation, operation: OperationRecord): () => void {
     const { store, clock, leaseMs, logger } = this.#options;
-    const stop = new AbortController();
-    void (async () => {
-      const every = Math.max(10, Math.floor(leaseMs / 3));
-      for (;;) {
-        await clock.sleep(every, stop.signal);
-        if (stop.signal.aborted) return;
-        try {
-          const held = await store.renewOperation(operation.key, operation.token, clock.now() + leaseMs);
-          if (!held && !stop.signal.aborted) logger.error({ key: op.key, kind: op.kind }, 'operation lease lost while the handler was running');
-        } catch (error) {
-          logger.warn({ key: op.key, err: errorSummary(error) }, 'could not renew operation lease');
-        }
-      }
-    })();
-    return () => stop.abort(STOPPED);
+    const every = Math.max(10, Math.floor(leaseMs / 3));
+    let stopped = false;
+    // Most handlers finish long before the first renewal: then this timer is all the lease costs.
+    let cancel = clock.after(every, renew);
+    function renew(): void {
+      store.renewOperation(operation.key, operation.token, clock.now() + leaseMs).then(
+        (held) => {
+          if (!held && !stopped) logger.error({ key: op.key, kind: op.kind }, 'operation lease lost while the handler was running');
+        },
+        (error: unknown) => logger.warn({ key: op.key, err: errorSummary(error) }, 'could not renew operation lease'),
+      ).finally(() => {
+        if (!stopped) cancel = clock.after(every, renew);
+      });
+    }
+    return () => {
+      stopped = true;
+      cancel();
+    };
   }
 
   async #waitFor(key: string, attempt: number, deadline: number): Promise<void> {
     const { clock } = this.#options;
-    const stop = new AbortController();
     const remaining = Math.max(1, deadline - clock.now());
-    try {
-      const local = this.#inflight.get(key);
-      if (local !== undefined) {
-        await Promise.race([local.catch(() => undefined), clock.sleep(remaining, stop.signal)]);
-        return;
-      }
-      // Another process holds it: poll with a growing interval, bounded by the wait limit.
-      await clock.sleep(Math.min(25 * 2 ** Math.min(attempt, 5), 500, remaining), stop.signal);
-    } finally {
-      stop.abort(STOPPED);
-    }
+    const local = this.#inflight.get(key);
+    // Another process holds it: poll with a growing interval, bounded by the wait limit.
+    const ms = local === undefined ? Math.min(25 * 2 ** Math.min(attempt, 5), 500, remaining) : remaining;
+    await new Promise<void>((resolve) => {
+      const cancel = clock.after(ms, resolve);
+      // Held here: wake as soon as it settles, whatever its outcome.
+      const wake = (): void => {
+        cancel();
+        resolve();
+      };
+      local?.then(wake, wake);
+    });
   }
 
   #replay(op: PreparedOperation, answer: RecordedAnswer): Pick<CommitInput, 'replay'> {

@@ -8,6 +8,11 @@ export interface Clock {
   now(): number;
   /** Resolves after `ms` of this clock's time, or at once when `signal` aborts. Never rejects. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Calls `fire` once after `ms` of this clock's time unless the returned function cancels it first.
+   * The hot path's timers (every request arms two): no promise, no AbortSignal, no event dispatch.
+   */
+  after(ms: number, fire: () => void): () => void;
 }
 
 /** The clock of `now` with real timers (unref'd: a wait never keeps the process alive). */
@@ -29,6 +34,11 @@ export function systemClock(now: () => number = Date.now): Clock {
         timer.unref();
         signal?.addEventListener('abort', done, { once: true });
       });
+    },
+    after(ms, fire) {
+      const timer = setTimeout(fire, Math.max(0, ms));
+      timer.unref();
+      return () => clearTimeout(timer);
     },
   };
 }

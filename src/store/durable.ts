@@ -76,7 +76,19 @@ export interface ReplayRow {
   request_id: string;
   status: IntColumn;
   sealed_body: BytesColumn | null;
+  /** The body when it holds no secret (migration 4): JSON text (SQLite) or parsed (PostgreSQL). */
+  body?: unknown;
   expires_at: IntColumn;
+}
+
+/**
+ * How a recorded answer's body is stored: as plain JSON text when it holds no secret, sealed under
+ * `replay:<request id>` when it carries credentials (the only answers that do).
+ */
+export function replayBody(cipher: SecretCipher, requestId: string, body: unknown): { body: string | null; sealed: Buffer | null } {
+  if (body === undefined) return { body: null, sealed: null };
+  const secret = typeof body === 'object' && body !== null && Object.hasOwn(body, 'credentials');
+  return secret ? { body: null, sealed: cipher.seal(body, `replay:${requestId}`) } : { body: JSON.stringify(body), sealed: null };
 }
 
 const int = (value: IntColumn): number => Number(value);
@@ -136,10 +148,11 @@ export function recordMappers(cipher: SecretCipher) {
 
     toSummary,
 
-    /** A recorded answer; its body is sealed under `replay:<request id>`. */
+    /** A recorded answer; its body plain, or sealed under `replay:<request id>` (see {@link replayBody}). */
     toAnswer: (row: ReplayRow): RecordedAnswer => {
       const answer: RecordedAnswer = { status: int(row.status) };
-      if (row.sealed_body !== null) answer.body = cipher.open(bytes(row.sealed_body), `replay:${row.request_id}`);
+      if (row.body !== null && row.body !== undefined) answer.body = json(row.body);
+      else if (row.sealed_body !== null) answer.body = cipher.open(bytes(row.sealed_body), `replay:${row.request_id}`);
       return answer;
     },
   };

@@ -18,6 +18,7 @@ import {
   type OperationRow,
   type OutboxStatsRow,
   type ReplayRow,
+  replayBody,
   type ResourceRow,
 } from './durable.js';
 import { bind } from './sql/dialect.js';
@@ -349,13 +350,14 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     }
   }
 
-  const sealReplay = (replay: ReplayRecord | undefined): [string | null, Buffer | null] =>
-    replay === undefined
-      ? [null, null]
-      : [
-          JSON.stringify({ requestId: replay.requestId, status: replay.answer.status, expiresAt: replay.expiresAt }),
-          replay.answer.body === undefined ? null : cipher.seal(replay.answer.body, `replay:${replay.requestId}`),
-        ];
+  /** The replay record as the commit function takes it: JSON (with the body when it holds no secret) and the sealed body. */
+  const sealReplay = (replay: ReplayRecord | undefined): [string | null, Buffer | null] => {
+    if (replay === undefined) return [null, null];
+    const { body, sealed } = replayBody(cipher, replay.requestId, replay.answer.body);
+    // The body is already JSON text: spliced in as is rather than parsed and serialized again.
+    const record = JSON.stringify({ requestId: replay.requestId, status: replay.answer.status, expiresAt: replay.expiresAt });
+    return [body === null ? record : `${record.slice(0, -1)},"body":${body}}`, sealed];
+  };
 
   // The two statements of every request are prepared once per connection (named), so the server
   // parses and plans them once; the name carries the schema, as two stores may share a pool.
@@ -446,8 +448,8 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const markPendingSql = `
     WITH marked AS (${sql.markPending.text}),
     recorded AS (
-      INSERT INTO ${t('replays')} (request_id, status, sealed_body, expires_at)
-      SELECT ($7::json)->>'requestId', (($7::json)->>'status')::integer, $8::bytea, (($7::json)->>'expiresAt')::bigint
+      INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at)
+      SELECT ($7::json)->>'requestId', (($7::json)->>'status')::integer, $8::bytea, ($7::json)->'body', (($7::json)->>'expiresAt')::bigint
       FROM marked WHERE $7::json IS NOT NULL
       ON CONFLICT (request_id) DO NOTHING)
     SELECT * FROM marked`;

@@ -20,6 +20,7 @@ import {
   type OperationRow,
   type OutboxStatsRow,
   type ReplayRow,
+  replayBody,
   type ResourceRow,
 } from './durable.js';
 import { bind } from './sql/dialect.js';
@@ -188,8 +189,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
 
   function putReplay(replay: ReplayRecord | undefined): void {
     if (replay === undefined) return;
-    const sealed = replay.answer.body === undefined ? null : cipher.seal(replay.answer.body, `replay:${replay.requestId}`);
-    exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, sealed, expiresAt: replay.expiresAt });
+    exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, ...replayBody(cipher, replay.requestId, replay.answer.body), expiresAt: replay.expiresAt });
   }
 
   // The rules of ClaimResult, in the order the memory store applies them; run inside one write

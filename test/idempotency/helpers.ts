@@ -30,6 +30,16 @@ export function manualClock(start = Date.UTC(2030, 0, 1)): Clock & { advance(ms:
         signal?.addEventListener('abort', () => sleeper.wake(), { once: true });
       });
     },
+    after(ms, fire) {
+      const sleeper = { at: t + Math.max(0, ms), wake: () => {
+        sleepers = sleepers.filter((s) => s !== sleeper);
+        fire();
+      } };
+      sleepers.push(sleeper);
+      return () => {
+        sleepers = sleepers.filter((s) => s !== sleeper);
+      };
+    },
     async advance(ms) {
       t += ms;
       for (const sleeper of sleepers.filter((s) => s.at <= t)) sleeper.wake();

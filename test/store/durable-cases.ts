@@ -143,7 +143,7 @@ export function durableCases(name: string, makeDatabase: () => Promise<SharedDat
       }
     });
 
-    test('recorded answers are sealed at rest and replayed until they expire, then pruned', async (db) => {
+    test('recorded answers are replayed until they expire, then pruned; a credential answer needs the key', async (db) => {
       const store = await db.open('key');
       const r = heldBy(await store.claimOperation(claimInput({ requestId: 'sig-1' })));
       const body = { message: 'Ready', credentials: { URL: SECRET } };
@@ -151,19 +151,35 @@ export function durableCases(name: string, makeDatabase: () => Promise<SharedDat
         mutation: { type: 'putResource', resource: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global', features: {}, message: 'Ready', createdAt: T0, updatedAt: T0 } },
         replay: { requestId: 'sig-1', answer: { status: 201, body }, expiresAt: T0 + 600_000 },
       });
+      const plain = heldBy(await store.claimOperation(claimInput({ key: 'resource:r4', targetId: 'r4', requestId: 'sig-plain' })));
+      await store.markOperationPending(plain.key, plain.token, { message: 'Working', deadlineAt: T0 + 1000, replay: { requestId: 'sig-plain', answer: { status: 202, body: { message: 'Working' } }, expiresAt: T0 + 600_000 } });
       const replayed = await store.claimOperation(claimInput({ requestId: 'sig-1', now: T0 + 600_000 }));
       assert.deepEqual(replayed, { outcome: 'replayed', answer: { status: 201, body } });
-      assert.equal(await store.pruneReplays(T0 + 600_000), 0, 'kept until expiresAt');
-      assert.equal(await store.pruneReplays(T0 + 600_001), 1);
-      assert.equal((await store.claimOperation(claimInput({ requestId: 'sig-1', now: T0 + 600_001 }))).outcome, 'claimed');
+      assert.deepEqual(await store.claimOperation(claimInput({ requestId: 'sig-plain', now: T0 + 10 })), { outcome: 'replayed', answer: { status: 202, body: { message: 'Working' } } });
       await store.close();
       const view = await db.open(false);
       try {
-        // A keyless store cannot open a recorded body, so it cannot answer a replay either.
+        // An answer without credentials is kept plain: a keyless store replays it and records one.
+        assert.deepEqual(await view.claimOperation(claimInput({ requestId: 'sig-plain', now: T0 + 10 })), { outcome: 'replayed', answer: { status: 202, body: { message: 'Working' } } });
+        // A credential answer is sealed: without the key it can be neither replayed nor recorded.
+        await assert.rejects(view.claimOperation(claimInput({ requestId: 'sig-1', now: T0 + 10 })), MissingEncryptionKeyError);
         const p = heldBy(await view.claimOperation(claimInput({ key: 'resource:r9', targetId: 'r9', now: T0 })));
-        await assert.rejects(view.markOperationPending(p.key, p.token, { message: 'Working', deadlineAt: T0 + 1000, replay: { requestId: 'sig-2', answer: { status: 202, body: { message: 'Working' } }, expiresAt: T0 + 1000 } }), MissingEncryptionKeyError);
+        await assert.rejects(
+          view.markOperationPending(p.key, p.token, { message: 'Working', deadlineAt: T0 + 1000, replay: { requestId: 'sig-2', answer: { status: 202, body: { message: 'Working', credentials: { URL: SECRET } } }, expiresAt: T0 + 1000 } }),
+          MissingEncryptionKeyError,
+        );
+        const q = heldBy(await view.claimOperation(claimInput({ key: 'resource:r8', targetId: 'r8', now: T0 })));
+        await view.markOperationPending(q.key, q.token, { message: 'Working', deadlineAt: T0 + 1000, replay: { requestId: 'sig-3', answer: { status: 202, body: { message: 'Working' } }, expiresAt: T0 + 1000 } });
       } finally {
         await view.close();
+      }
+      const reopened = await db.open('key');
+      try {
+        assert.equal(await reopened.pruneReplays(T0 + 600_000), 1, 'only sig-3 (expired) goes; the others are kept until expiresAt');
+        assert.equal(await reopened.pruneReplays(T0 + 600_001), 2);
+        assert.equal((await reopened.claimOperation(claimInput({ requestId: 'sig-1', now: T0 + 600_001 }))).outcome, 'claimed');
+      } finally {
+        await reopened.close();
       }
     });
   });

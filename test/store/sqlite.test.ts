@@ -71,6 +71,8 @@ async function provisionWithCredential(store: Store, secret: string): Promise<vo
       createdAt: T0,
       deadlineAt: T0 + 86_400_000,
     },
+    // The answer recorded against the request's signature carries the credentials too: sealed.
+    replay: { requestId: 'sig-c1', answer: { status: 201, body: { message: 'Credentials ready', credentials: { BONNETS_URL: secret } } }, expiresAt: T0 + 600_000 },
   });
 }
 
@@ -112,7 +114,9 @@ describe('sqliteStore', () => {
     try {
       const credential = raw.prepare('SELECT * FROM credentials').get() as Record<string, unknown>;
       const delivery = raw.prepare('SELECT * FROM deliveries').get() as Record<string, unknown>;
-      for (const row of [credential, delivery]) {
+      const replay = raw.prepare('SELECT * FROM replays').get() as Record<string, unknown>;
+      assert.equal(replay.body, null, 'an answer with credentials is not kept plain');
+      for (const row of [credential, delivery, replay]) {
         for (const value of Object.values(row)) {
           const text = Buffer.isBuffer(value) ? value.toString('latin1') : String(value);
           assert.equal(text.includes('sup3r-s3cr3t'), false);

@@ -194,10 +194,29 @@ BEGIN
 END
 $fn$;
 
--- Answers ok | lease_lost | not_found | resource_deleted | credential_deleted; writes nothing
+${commitOperationFunction({ replace: false, plainBody: false })}`,
+  },
+  {
+    version: 4,
+    name: 'plain replay bodies',
+    // A recorded answer that holds no secret (every answer but a credential set's) is kept as JSON
+    // in replays.body instead of sealed: sealing cost more CPU per request than the rest of the
+    // commit. commit_operation is the same but for that column.
+    sql: `
+ALTER TABLE replays ADD COLUMN body json;
+${commitOperationFunction({ replace: true, plainBody: true })}`,
+  },
+];
+
+/**
+ * The commit function of migration 3, and of migration 4 (which also stores plain answer bodies).
+ * Written once so that the two versions differ only where they must.
+ */
+function commitOperationFunction({ replace, plainBody }: { replace: boolean; plainBody: boolean }): string {
+  return `-- Answers ok | lease_lost | not_found | resource_deleted | credential_deleted; writes nothing
 -- unless ok. Secrets arrive sealed (p_sealed, p_delivery_sealed, p_replay_sealed); a resource's
 -- features arrive on their own (p_features): a \\u0000 in them would make every ->> on p_mutation fail.
-CREATE FUNCTION commit_operation(
+${replace ? 'CREATE OR REPLACE' : 'CREATE'} FUNCTION commit_operation(
   p_key text, p_token text, p_mutation json, p_features json, p_sealed bytea,
   p_delivery json, p_delivery_sealed bytea, p_replay json, p_replay_sealed bytea, p_orphan_message text
 ) RETURNS text LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
@@ -254,13 +273,12 @@ BEGIN
       next_attempt_at = excluded.next_attempt_at, last_error = NULL, claimed_by = NULL, claim_expires_at = NULL;
   END IF;
   IF p_replay IS NOT NULL THEN
-    INSERT INTO replays (request_id, status, sealed_body, expires_at)
-    VALUES (p_replay->>'requestId', (p_replay->>'status')::integer, p_replay_sealed, (p_replay->>'expiresAt')::bigint)
+    INSERT INTO replays (request_id, status, sealed_body, ${plainBody ? 'body, ' : ''}expires_at)
+    VALUES (p_replay->>'requestId', (p_replay->>'status')::integer, p_replay_sealed, ${plainBody ? "p_replay->'body', " : ''}(p_replay->>'expiresAt')::bigint)
     ON CONFLICT (request_id) DO NOTHING;
   END IF;
   RETURN 'ok';
 END
 $fn$;
-`,
-  },
-];
+`;
+}

@@ -42,6 +42,15 @@ interface Queued {
  * `mapError` turns a driver error into what callers should see (e.g. 503 for a busy database).
  */
 export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknown) => unknown, hooks: GroupCommitHooks = {}): GroupCommitter {
+  // Prepared once: db.exec() parses its text on every call, and a group runs several of these.
+  const control = {
+    begin: db.prepare('BEGIN IMMEDIATE'),
+    commit: db.prepare('COMMIT'),
+    rollback: db.prepare('ROLLBACK'),
+    savepoint: db.prepare('SAVEPOINT write'),
+    release: db.prepare('RELEASE write'),
+    rollbackTo: db.prepare('ROLLBACK TO write'),
+  };
   let queue: Queued[] = [];
   let scheduled = false;
   let flushing: boolean | undefined;
@@ -55,32 +64,45 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
     const flush = group.some((item) => item.durable);
     try {
       // Outside the transaction: SQLite applies the setting to the next COMMIT.
+      // Not a prepared statement: SQLite applies this pragma when it compiles it, not when it runs.
       if (flush !== flushing) {
         db.pragma(flush ? 'synchronous = FULL' : 'synchronous = NORMAL');
         flushing = flush;
       }
-      db.exec('BEGIN IMMEDIATE');
+      control.begin.run();
     } catch (error) {
       for (const item of group) item.reject(mapError(error));
       return;
     }
     try {
-      for (const item of group) {
-        db.exec('SAVEPOINT write');
+      if (group.length === 1) {
+        // Alone in its transaction, a write that throws needs no savepoint: the whole transaction
+        // is then rolled back, which undoes exactly that write.
         try {
-          results.push({ ok: true, value: item.work() });
-          db.exec('RELEASE write');
+          results.push({ ok: true, value: group[0]!.work() });
         } catch (error) {
-          db.exec('ROLLBACK TO write');
-          db.exec('RELEASE write');
-          results.push({ ok: false, value: error });
+          control.rollback.run();
+          settle(group, [{ ok: false, value: error }]);
+          return;
+        }
+      } else {
+        for (const item of group) {
+          control.savepoint.run();
+          try {
+            results.push({ ok: true, value: item.work() });
+            control.release.run();
+          } catch (error) {
+            control.rollbackTo.run();
+            control.release.run();
+            results.push({ ok: false, value: error });
+          }
         }
       }
-      db.exec('COMMIT');
+      control.commit.run();
     } catch (error) {
       // The transaction as a whole failed (COMMIT, or a savepoint statement): nothing of it is kept.
       try {
-        if (db.inTransaction) db.exec('ROLLBACK');
+        if (db.inTransaction) control.rollback.run();
       } catch {
         // The connection already dropped the transaction.
       }
@@ -88,6 +110,10 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
       return;
     }
     hooks.onCommit?.(group.length, flush);
+    settle(group, results);
+  }
+
+  function settle(group: Queued[], results: { ok: boolean; value: unknown }[]): void {
     group.forEach((item, index) => {
       const result = results[index]!;
       if (result.ok) item.resolve(result.value);

@@ -87,10 +87,10 @@ function sources(dialect: Dialect, schema: string | undefined) {
       ON CONFLICT (entity, id) DO NOTHING`,
     pruneTombstones: `DELETE FROM ${t('tombstones')} WHERE deleted_at < @before`,
 
-    findReplay: `SELECT request_id, status, sealed_body, expires_at FROM ${t('replays')} WHERE request_id = @requestId AND expires_at >= @now`,
+    findReplay: `SELECT request_id, status, sealed_body, body, expires_at FROM ${t('replays')} WHERE request_id = @requestId AND expires_at >= @now`,
     // DO NOTHING: the first answer recorded for a signature is the one it keeps giving.
     putReplay: `
-      INSERT INTO ${t('replays')} (request_id, status, sealed_body, expires_at) VALUES (@requestId, @status, @sealed, @expiresAt)
+      INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at) VALUES (@requestId, @status, @sealed, @body, @expiresAt)
       ON CONFLICT (request_id) DO NOTHING`,
     pruneReplays: `DELETE FROM ${t('replays')} WHERE expires_at < @now`,
 
