@@ -273,6 +273,82 @@ describe('postgresStore', () => {
     }
   });
 
+  /** A store on its own pool whose statements the test sees, and can make fail. */
+  async function watchedStore(fail: (text: string) => boolean = () => false) {
+    const schema = newSchema();
+    const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4 });
+    const store = postgresStore({ pool, schema, encryptionKey: KEY, logger: false });
+    await store.ready();
+    const sent: string[] = [];
+    const poolQuery = pool.query.bind(pool);
+    pool.query = ((config: unknown, ...rest: unknown[]) => {
+      const text = typeof config === 'string' ? config : (config as { text: string }).text;
+      sent.push(text);
+      if (fail(text)) return Promise.reject(Object.assign(new Error('deadlock detected'), { code: '40P01' }));
+      return (poolQuery as (...args: unknown[]) => unknown)(config, ...rest);
+    }) as typeof pool.query;
+    const cleanup = async () => {
+      await store.close();
+      await pool.end();
+      await dropSchema(schema);
+    };
+    return { store, sent, cleanup };
+  }
+
+  const resourceCommit = (id: string) => ({
+    mutation: { type: 'putResource' as const, resource: { id, product: 'bonnets', plan: 'small', region: 'all::global', features: { seats: 1 }, message: `Ready ${id}`, createdAt: T0, updatedAt: T0 } },
+    replay: { requestId: `sig-${id}`, answer: { status: 201, body: { message: `Ready ${id}` } }, expiresAt: T0 + 600_000 },
+  });
+
+  pgIt('commits arriving together go in one statement; a refused one fails alone', async () => {
+    const { store, sent, cleanup } = await watchedStore();
+    try {
+      await provision(store, 'base');
+      const claims = [];
+      for (const id of ['r1', 'r2', 'r3', 'lost']) claims.push(heldBy(await store.claimOperation(claimInput({ key: `resource:${id}`, targetId: id, requestId: `sig-${id}` }))));
+      const credential = heldBy(
+        await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'base' }, parentId: 'base' })),
+      );
+      sent.length = 0;
+      const outcomes = await Promise.allSettled([
+        ...claims.map((claim) => store.commitOperation(claim.key, claim.key === 'resource:lost' ? 'not-the-token' : claim.token, resourceCommit(claim.targetId))),
+        store.commitOperation(credential.key, credential.token, {
+          mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'base', values: { URL: 'postgres://u:hunter2@db/x' }, message: 'Ready', createdAt: T0 } },
+          replay: { requestId: 'sig-c1', answer: { status: 201, body: { message: 'Ready', credentials: { URL: 'postgres://u:hunter2@db/x' } } }, expiresAt: T0 + 600_000 },
+        }),
+      ]);
+      assert.equal(sent.length, 1, `one statement for five commits: ${sent.join(' | ')}`);
+      assert.match(sent[0]!, /commit_operations\(/);
+      assert.deepEqual(outcomes.map((outcome) => outcome.status), ['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      assert.ok((outcomes[3] as PromiseRejectedResult).reason instanceof LeaseLostError);
+      for (const id of ['r1', 'r2', 'r3']) assert.equal((await store.getResource(id))?.message, `Ready ${id}`);
+      assert.equal(await store.getResource('lost'), undefined, 'the refused commit wrote nothing');
+      assert.equal(await store.getOperation('resource:lost').then((operation) => operation?.state), 'running', 'and left its claim to its holder');
+      assert.deepEqual((await store.getCredential('c1'))?.values, { URL: 'postgres://u:hunter2@db/x' }, 'sealed values survive the array parameters');
+      const replayed = await store.claimOperation(claimInput({ key: 'credential:c1', requestId: 'sig-c1' }));
+      assert.deepEqual(replayed, { outcome: 'replayed', answer: { status: 201, body: { message: 'Ready', credentials: { URL: 'postgres://u:hunter2@db/x' } } } });
+      assert.deepEqual(await store.claimOperation(claimInput({ key: 'resource:r2', requestId: 'sig-r2' })), { outcome: 'replayed', answer: { status: 201, body: { message: 'Ready r2' } } });
+    } finally {
+      await cleanup();
+    }
+  });
+
+  pgIt('a batch the server rolls back as a whole is sent again one commit at a time', async () => {
+    let failures = 1;
+    const { store, sent, cleanup } = await watchedStore((text) => /commit_operations\(/.test(text) && failures-- > 0);
+    try {
+      const claims = [];
+      for (const id of ['r1', 'r2', 'r3']) claims.push(heldBy(await store.claimOperation(claimInput({ key: `resource:${id}`, targetId: id, requestId: `sig-${id}` }))));
+      sent.length = 0;
+      await Promise.all(claims.map((claim) => store.commitOperation(claim.key, claim.token, resourceCommit(claim.targetId))));
+      assert.equal(sent.filter((text) => /commit_operations\(/.test(text)).length, 1, 'the batch, refused');
+      assert.equal(sent.filter((text) => /commit_operation\(/.test(text)).length, 3, 'then each commit alone');
+      for (const id of ['r1', 'r2', 'r3']) assert.equal((await store.getResource(id))?.message, `Ready ${id}`);
+    } finally {
+      await cleanup();
+    }
+  });
+
   pgIt("a credential claim and its resource's deprovision claim on two instances never both win", async () => {
     const schema = newSchema();
     const a = open({ schema });

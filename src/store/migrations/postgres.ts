@@ -201,10 +201,28 @@ ${commitOperationFunction({ replace: false, plainBody: false })}`,
     name: 'plain replay bodies',
     // A recorded answer that holds no secret (every answer but a credential set's) is kept as JSON
     // in replays.body instead of sealed: sealing cost more CPU per request than the rest of the
-    // commit. commit_operation is the same but for that column.
+    // commit. commit_operation is the same but for that column. commit_operations: group commit.
     sql: `
 ALTER TABLE replays ADD COLUMN body json;
-${commitOperationFunction({ replace: true, plainBody: true })}`,
+${commitOperationFunction({ replace: true, plainBody: true })}
+-- Group commit: the commits that reach one instance together, in one statement and one transaction
+-- (one WAL flush). Each element answers as commit_operation does, which writes nothing for a
+-- commit it refuses; an error in one rolls back the batch, which the store then sends one by one.
+CREATE FUNCTION commit_operations(
+  p_keys text[], p_tokens text[], p_mutations json[], p_features json[], p_sealed bytea[],
+  p_deliveries json[], p_delivery_sealed bytea[], p_replays json[], p_replay_sealed bytea[], p_orphan_messages text[]
+) RETURNS text[] LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_results text[] := ARRAY[]::text[];
+BEGIN
+  FOR i IN 1..cardinality(p_keys) LOOP
+    v_results := v_results || commit_operation(p_keys[i], p_tokens[i], p_mutations[i], p_features[i], p_sealed[i],
+      p_deliveries[i], p_delivery_sealed[i], p_replays[i], p_replay_sealed[i], p_orphan_messages[i]);
+  END LOOP;
+  RETURN v_results;
+END
+$fn$;
+`,
   },
 ];
 
