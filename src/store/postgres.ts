@@ -602,7 +602,7 @@ function batchedCommits(send: { single(params: CommitParams): Promise<string>; b
     resolve(result: string): void;
     reject(error: unknown): void;
   }
-  let queue: Queued[] = [];
+  const queue: Queued[] = [];
   let scheduled = false;
 
   function runAlone(item: Queued): void {
