@@ -4,7 +4,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
 import { ORPHAN_MESSAGE } from '../store/common.js';
-import type { CallbackPayload, CommitInput, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
+import type { CallbackPayload, ClaimInput, CommitInput, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
 import type { Completion, HandlerContext, ProviderHandlers } from '../provider/types.js';
 import { OPERATIONS, outcomeOf, type Answer, type Entity, type PreparedOperation, type Settled, type TableEnv } from './operations.js';
 
@@ -115,7 +115,7 @@ export class OperationEngine {
     let op = original;
     let recorded: RecordedAnswer | undefined;
     for (let attempt = 0; ; attempt++) {
-      const claim = await store.claimOperation({
+      const input: ClaimInput = {
         key: op.key,
         kind: op.kind,
         targetId: op.targetId,
@@ -124,9 +124,10 @@ export class OperationEngine {
         owner: this.#options.owner,
         now: clock.now(),
         leaseMs: this.#options.leaseMs,
-        ...(op.parentId === undefined ? {} : { parentId: op.parentId }),
-        ...(op.requestId === undefined ? {} : { requestId: op.requestId }),
-      });
+      };
+      if (op.parentId !== undefined) input.parentId = op.parentId;
+      if (op.requestId !== undefined) input.requestId = op.requestId;
+      const claim = await store.claimOperation(input);
       if (claim.outcome === 'replayed') {
         // This exact signed request ran before. Its identical repeat (the marketplace retrying within
         // the same second signs the same bytes) still gets today's answer when that needs no work
@@ -243,19 +244,21 @@ export class OperationEngine {
       },
       complete: (completion) => this.complete(target, completion),
     };
+    const instrumentation = this.#instrumentation;
+    const run = () => OPERATIONS[op.kind].invoke(handlers, op, entity, context);
+    // Without metrics there is nothing to time or classify: the handler's own promise is the answer.
+    if (instrumentation.handler === noInstrumentation.handler) return instrumentation.span('marketplace.handler', { kind: op.kind }, run);
     const started = performance.now();
     let outcome: HandlerOutcome = 'failed';
     try {
-      const result = await this.#instrumentation.span('marketplace.handler', { kind: op.kind }, () =>
-        OPERATIONS[op.kind].invoke(handlers, op, entity, context),
-      );
+      const result = await instrumentation.span('marketplace.handler', { kind: op.kind }, run);
       outcome = outcomeOf(op.kind, result) === 'accepted' ? 'accepted' : 'done';
       return result;
     } catch (error) {
       if (error instanceof MarketplaceError && error.status < 500) outcome = 'refused';
       throw error;
     } finally {
-      this.#instrumentation.handler({ operation: op.kind, outcome, seconds: (performance.now() - started) / 1000 });
+      instrumentation.handler({ operation: op.kind, outcome, seconds: (performance.now() - started) / 1000 });
     }
   }
 
@@ -265,12 +268,10 @@ export class OperationEngine {
     const handedOff = progress.phase === 'handedOff';
     const answer = handedOff ? this.#handedOff.get(op.key) ?? settled.answer : settled.answer;
     const delivery = handedOff ? this.#delivery(op, settled.payload, progress.handedOffAt + this.#options.pendingDeadlineMs) : undefined;
-    const commit: CommitInput = {
-      mutation: settled.mutation,
-      ...(delivery === undefined ? {} : { delivery }),
-      ...this.#replay(op, answer),
-      ...(settled.mutation.type === 'deleteResource' ? { orphanMessage: ORPHAN_MESSAGE } : {}),
-    };
+    const commit: CommitInput = { mutation: settled.mutation };
+    if (delivery !== undefined) commit.delivery = delivery;
+    if (op.requestId !== undefined) commit.replay = this.#replayRecord(op.requestId, answer);
+    if (settled.mutation.type === 'deleteResource') commit.orphanMessage = ORPHAN_MESSAGE;
     try {
       await this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit));
     } catch (error) {
@@ -373,8 +374,11 @@ export class OperationEngine {
   }
 
   #replay(op: PreparedOperation, answer: RecordedAnswer): Pick<CommitInput, 'replay'> {
-    if (op.requestId === undefined) return {};
-    return { replay: { requestId: op.requestId, answer, expiresAt: this.#options.clock.now() + this.#options.replayTtlMs } };
+    return op.requestId === undefined ? {} : { replay: this.#replayRecord(op.requestId, answer) };
+  }
+
+  #replayRecord(requestId: string, answer: RecordedAnswer): NonNullable<CommitInput['replay']> {
+    return { requestId, answer, expiresAt: this.#options.clock.now() + this.#options.replayTtlMs };
   }
 
   #delivery(op: Pick<OperationRecord, 'callbackId' | 'callbackUrl'>, payload: CallbackPayload, deadlineAt: number): NewDelivery | undefined {
