@@ -34,16 +34,43 @@ export function readRawBody(req: IncomingMessage, limit: number, timeoutMs = DEF
 export type BodyDone = (error: MarketplaceError | undefined, body?: Buffer) => void;
 
 /**
- * {@link readRawBody} with a callback, for the signature middleware's hot path: the listeners are
- * shared by every request and find their request's state on it, so a read allocates no closure and
- * no promise. `done` may be called before this returns (a Content-Length over the limit).
+ * {@link readRawBody} with a callback, for the signature middleware's hot path: no promise, and
+ * usually no listener and no timer either. `done` may be called before this returns (a
+ * Content-Length over the limit).
+ *
+ * A small body arrives with its headers: Node's parser pushes it right after the 'request' event,
+ * before the microtasks queued there run. So one microtask later, when all the Content-Length bytes
+ * are buffered, they are taken at once; only a body still on its way is read with listeners and a
+ * timeout.
  */
 export function readRawBodyThen(req: IncomingMessage, limit: number, timeoutMs: number, done: BodyDone): void {
   const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) {
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && length > limit) {
     done(new PayloadTooLargeError());
     return;
   }
+  if (length === undefined || !Number.isSafeInteger(length)) {
+    listen(req, limit, timeoutMs, done);
+    return;
+  }
+  queueMicrotask(() => {
+    if (req.readableLength !== length || req.readableFlowing !== null || req.destroyed) {
+      listen(req, limit, timeoutMs, done);
+      return;
+    }
+    const body = length === 0 ? Buffer.alloc(0) : (req.read(length) as Buffer);
+    // Flowing with nothing left, the stream ends as a fully read one does: 'end', then 'close'.
+    req.resume();
+    done(undefined, body);
+  });
+}
+
+/**
+ * Reads the body as it arrives. The listeners are shared by every request and find their request's
+ * state on it, so a read allocates no closure.
+ */
+function listen(req: IncomingMessage, limit: number, timeoutMs: number, done: BodyDone): void {
   const reading: Reading = { chunks: undefined, size: 0, limit, timer: undefined, done };
   (req as Reader)[READING] = reading;
   reading.timer = setTimeout(onTimeout, timeoutMs, req);
