@@ -47,10 +47,11 @@ const MOUNT_ORDER_HINT =
 const NO_PUBLIC_HOST_WARNING =
   'no publicHost configured: a request the marketplace signed for another provider\'s Host is accepted when it arrives with that Host header. Set publicHost to the host (or hosts) the marketplace addresses (SECURITY.md)';
 
-// Marks a body this library has read, so that a second verifySignature on the same request (two
-// routers, say) verifies the same bytes again instead of mistaking its own parse for a foreign one.
-const RAW_BODY = Symbol('embedded-marketplace.rawBody');
-type Marked = Request & { [RAW_BODY]?: Buffer };
+// The bodies this library has read, by request, so that a second verifySignature on the same
+// request (two routers, say) verifies the same bytes again instead of mistaking its own parse for a
+// foreign one. Not a property on the request: Express gives every request its own prototype, so
+// each property added to one costs a copy of its whole shape.
+const readBodies = new WeakMap<Request, Buffer>();
 
 /**
  * Express middleware that verifies the marketplace's request signature before any handler runs.
@@ -126,7 +127,7 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
   }
 
   /** The raw body, or a {@link BodyRefusal} carrying the answer (too large, too slow, parsed before us). */
-  function readBody(req: Marked, res: Response, then: (refusal: BodyRefusal | undefined, body?: Buffer) => void): void {
+  function readBody(req: Request, res: Response, then: (refusal: BodyRefusal | undefined, body?: Buffer) => void): void {
     if (bodyAlreadyConsumed(req)) {
       const left = leftRawBody(req);
       if (left !== undefined) {
@@ -158,8 +159,8 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
    * refused before its body is read), the body, the signature. `then` gets the body and what was
    * verified, or the failure (a {@link BodyRefusal} for a body that could not be read).
    */
-  function verify(req: Marked, res: Response, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
-    if (internals === undefined || req[RAW_BODY] !== undefined) {
+  function verify(req: Request, res: Response, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
+    if (internals === undefined || readBodies.has(req)) {
       verifyThroughApi(req, res).then(([verified, body]) => then(undefined, verified, body), then);
       return;
     }
@@ -177,9 +178,9 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
   }
 
   /** The same steps through the public Verifier API: a verifier made elsewhere, or a body already verified once. */
-  async function verifyThroughApi(req: Marked, res: Response): Promise<[VerifiedRequest, Buffer]> {
+  async function verifyThroughApi(req: Request, res: Response): Promise<[VerifiedRequest, Buffer]> {
     const request = signedRequest(req, false);
-    const kept = req[RAW_BODY];
+    const kept = readBodies.get(req);
     // A second verifySignature on the same request verifies the same bytes again.
     if (kept !== undefined) return [await verifier.verify({ ...request, body: kept }), kept];
     const check = await verifier.checkHeaders?.(request);
@@ -188,15 +189,15 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
     return [await (typeof check?.verify === 'function' ? check.verify(body) : verifier.verify({ ...request, body })), body];
   }
 
-  function readAndFinish(req: Marked, res: Response, request: Omit<SignedRequest, 'body'>, checked: Checked, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
+  function readAndFinish(req: Request, res: Response, request: Omit<SignedRequest, 'body'>, checked: Checked, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
     readBody(req, res, (refusal, body) => {
       if (body === undefined) then(refusal);
       else internals!.finish(request, checked, body, (error, verified) => then(error, verified, body));
     });
   }
 
-  function accept(req: Marked, verified: VerifiedRequest, body: Buffer, done: SignatureDone): void {
-    req[RAW_BODY] = body;
+  function accept(req: Request, verified: VerifiedRequest, body: Buffer, done: SignatureDone): void {
+    readBodies.set(req, body);
     req.rawBody = body;
     req.marketplaceSignature = verified;
     if (body.length > 0) {
@@ -210,7 +211,7 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
     done();
   }
 
-  return function check(req: Marked, res: Response, done: SignatureDone): void {
+  return function check(req: Request, res: Response, done: SignatureDone): void {
     // No span to record into (the usual case): the steps call each other directly.
     if (!spanMayRecord(instrumentation.span)) {
       verify(req, res, (failure, verified, body) => {
