@@ -86,38 +86,39 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   }
 
   /**
-   * The resource and credential routes in one middleware: one regex instead of Express matching a
-   * layer per route, and the log line, the signature and the route run inline. Everything under
-   * `/v1/resources` and `/v1/credentials` is verified first, as the signature middleware mounted
-   * on those prefixes did; other paths pass on untouched.
+   * The resource and credential routes in one step: one regex instead of Express matching a layer
+   * per route, and the log line, the signature and the route run inline. Everything under
+   * `/v1/resources` and `/v1/credentials` is verified first, as the signature middleware mounted on
+   * those prefixes did. Anything else goes on to the router's own layers (`/v1/sso`, and whatever the
+   * host app adds) with `layers`; `out` leaves the router, as an error does.
    */
-  function dispatch(req: Request, res: Response, next: NextFunction): void {
+  function dispatch(req: Request, res: Response, out: NextFunction): void {
     const path = req.path;
     log(req, res, path);
     if (!SIGNED_PREFIX.test(path)) {
-      next();
+      layers(req, res, out);
       return;
     }
     checkSignature(req, res, (error) => {
-      if (error === undefined) route(req, res, next, path);
-      else fail(error, req, res, next);
+      if (error === undefined) route(req, res, out, path);
+      else fail(error, req, res, out);
     });
   }
 
-  function route(req: Request, res: Response, next: NextFunction, path: string): void {
+  function route(req: Request, res: Response, out: NextFunction, path: string): void {
     const match = SIGNED_ROUTE.exec(path);
     const measures = match?.[3] !== undefined;
     const credentials = match?.[1]!.length === CREDENTIALS.length;
     // Under our prefixes but none of our routes: verified, then left to the host app.
     if (match === null || (credentials && measures)) {
-      next();
+      layers(req, res, out);
       return;
     }
     let id: string;
     try {
       id = decodePathId(match[2]!);
     } catch (error) {
-      fail(error, req, res, next);
+      fail(error, req, res, out);
       return;
     }
     const method = req.method;
@@ -131,7 +132,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
       sendJson(res, 405, { message: 'Method not allowed' });
       return;
     }
-    void serve(kind, id, req, res, next);
+    void serve(kind, id, req, res, out);
   }
 
   /** HTTP onto the operation table: the request as plain data, the answer rendered as is. */
@@ -157,10 +158,13 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     }
   }
 
-  // Registered before catchRejections wraps the router: dispatch settles every promise itself.
-  const base = express.Router();
-  base.use(dispatch);
-  const router = catchRejections(base) as MarketplaceRouter;
+  const router = catchRejections(express.Router()) as MarketplaceRouter;
+  // Express enters a router through its `handle` (Express 4 and 5 alike): our routes are served
+  // before the router's layer machinery, which costs a good part of a request on its own.
+  const routable = router as unknown as RouterInternals;
+  const handleLayers = routable.handle;
+  const layers = (req: Request, res: Response, out: NextFunction) => handleLayers.call(router, req, res, out);
+  routable.handle = dispatch;
 
   if (options.sso !== undefined && options.sso !== false) {
     if (connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
@@ -192,6 +196,11 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     await store.close();
   };
   return router;
+}
+
+/** What Express calls on a router for each request. */
+interface RouterInternals {
+  handle(req: Request, res: Response, out: NextFunction): void;
 }
 
 // Our signed paths relative to the mount, matched as Express matched the `use` and route layers
