@@ -103,14 +103,20 @@ export function parseSignedHeaders(header: HeaderValue): string[] {
  * sent once, where a comma is part of the (then malformed) list rather than a join.
  */
 export function parseSignedHeaderList(occurrence: string | undefined): string[] {
+  // The marketplace sends the same list on every request: the last one parsed is reused (a copy,
+  // since the caller may keep or change it).
+  if (occurrence !== undefined && occurrence === lastList.text) return lastList.names.slice();
   const value = occurrence === undefined ? undefined : trimOws(occurrence);
   if (value === undefined || value === '') throw new SignatureError('ERR_SIGNED_HEADERS_MISSING', 'Missing X-Signed-Headers header');
   const names = NAME_LIST.test(value) ? value.split(' ') : [];
   if (names.length === 0 || names.length > MAX_SIGNED_HEADERS || hasDuplicate(names)) {
     throw new SignatureError('ERR_SIGNED_HEADERS_MALFORMED', 'X-Signed-Headers must be distinct lowercase header names separated by single spaces');
   }
+  lastList = { text: occurrence!, names: names.slice() };
   return names;
 }
+
+let lastList: { text: string | undefined; names: readonly string[] } = { text: undefined, names: [] };
 
 /**
  * Parses the Date header as RFC 3339 (`2017-04-06T19:17:03Z`, fractions and offsets allowed).
@@ -126,10 +132,15 @@ export function parseDate(header: HeaderValue): Date {
   // Repeats are joined as in the canonical form, which no RFC 3339 parser accepts: one Date only.
   const value = typeof header === 'string' ? trimOws(header) : header === undefined || header.length === 0 ? undefined : header.map(trimOws).join(', ');
   if (value === undefined || value === '') throw new SignatureError('ERR_DATE_MISSING', 'Missing Date header');
+  // Requests signed within the same second carry the same Date: the last one parsed is reused.
+  if (value === lastDate.text) return new Date(lastDate.millis);
   const millis = parseRfc3339(value);
   if (millis === undefined || !Number.isFinite(millis)) throw new SignatureError('ERR_DATE_MALFORMED', 'Date header must be an RFC 3339 date-time');
+  lastDate = { text: value, millis };
   return new Date(millis);
 }
+
+let lastDate: { text: string | undefined; millis: number } = { text: undefined, millis: 0 };
 
 function hasDuplicate(names: readonly string[]): boolean {
   for (let i = 1; i < names.length; i++) if (names.lastIndexOf(names[i - 1]!) !== i - 1) return true;

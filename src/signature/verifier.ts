@@ -401,18 +401,24 @@ class EndorsementCache {
     return this.entries.size;
   }
 
+  // The entry inserted last, i.e. the most recently used: in the steady state every request carries
+  // the same live key, and it needs no re-insertion.
+  private newest: string | undefined;
+
   get(key: string): KeyObject | undefined {
     const value = this.entries.get(key);
-    if (value !== undefined && this.entries.size > 1) {
+    if (value !== undefined && this.entries.size > 1 && key !== this.newest) {
       // Map keeps insertion order: re-inserting marks the entry most recently used.
       this.entries.delete(key);
       this.entries.set(key, value);
+      this.newest = key;
     }
     return value;
   }
 
   set(key: string, value: KeyObject): void {
     if (this.capacity === 0) return;
+    this.newest = key;
     this.entries.delete(key);
     while (this.entries.size >= this.capacity) {
       const oldest = this.entries.keys().next();
