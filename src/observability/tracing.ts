@@ -6,7 +6,7 @@
  */
 import { createRequire } from 'node:module';
 import type * as OtelApi from '@opentelemetry/api';
-import type { Instrumentation, SpanAttributes, SpanName } from './hooks.js';
+import { noInstrumentation, type Instrumentation, type SpanAttributes, type SpanName } from './hooks.js';
 
 type Api = typeof OtelApi;
 
@@ -52,17 +52,37 @@ function recordError(otel: Api, span: OtelApi.Span, err: unknown): void {
   span.setStatus({ code: otel.SpanStatusCode.ERROR, ...(code === undefined ? {} : { message: code }) });
 }
 
+/**
+ * Whether a tracer provider is registered. Looked up per span, not once: the app may register its
+ * provider after building the router. Without one the API would hand out a new ProxyTracer per span
+ * and run `fn` in a non-recording span that records nothing; four of those per request cost more
+ * than the rest of the hooks, so the span hook is then the plain call of the default hooks.
+ */
+function recording(otel: Api): boolean {
+  const provider = otel.trace.getTracerProvider();
+  return !(provider instanceof otel.ProxyTracerProvider && provider.getDelegateTracer(TRACER_NAME) === undefined);
+}
+
+// The span hooks made here, and how each tells whether it records right now.
+const recorders = new WeakMap<Instrumentation['span'], () => boolean>();
+
+/**
+ * False when `span` is sure to be the plain call of `fn` right now (the default hooks, or ours with
+ * no tracer provider registered): a hot path may then skip wrapping its work in a function and a
+ * promise. Any other hook may record.
+ */
+export function spanMayRecord(span: Instrumentation['span']): boolean {
+  if (span === noInstrumentation.span) return false;
+  const check = recorders.get(span);
+  return check === undefined || check();
+}
+
 /** The `span` hook over OpenTelemetry, or undefined when the API is not installed. */
 export function tracingSpan(): Instrumentation['span'] | undefined {
   const otel = loadApi();
   if (otel === null) return undefined;
-  return <T>(name: SpanName, attributes: SpanAttributes, fn: () => Promise<T>): Promise<T> => {
-    // Looked up per span, not once: the app may register its tracer provider after building the router.
-    const provider = otel.trace.getTracerProvider();
-    // No provider registered: the API would hand out a new ProxyTracer per span and run `fn` in a
-    // non-recording span that records nothing; four of those per request cost more than the rest of
-    // the hooks. The plain call is what the default hooks do.
-    if (provider instanceof otel.ProxyTracerProvider && provider.getDelegateTracer(TRACER_NAME) === undefined) return fn();
+  const hook = <T>(name: SpanName, attributes: SpanAttributes, fn: () => Promise<T>): Promise<T> => {
+    if (!recording(otel)) return fn();
     return otel.trace.getTracer(TRACER_NAME).startActiveSpan(name, { attributes: toAttributes(attributes) }, async (span) => {
       try {
         return await fn();
@@ -74,4 +94,6 @@ export function tracingSpan(): Instrumentation['span'] | undefined {
       }
     });
   };
+  recorders.set(hook, () => recording(otel));
+  return hook;
 }

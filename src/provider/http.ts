@@ -10,8 +10,29 @@ import { noInstrumentation, type Instrumentation } from '../observability/hooks.
  */
 
 export function send(res: Response, answer: Answer): void {
-  if (answer.body === undefined || answer.status === 204) res.status(answer.status).end();
-  else res.status(answer.status).json(answer.body);
+  if (answer.body === undefined || answer.status === 204) {
+    res.statusCode = answer.status;
+    res.end();
+  } else {
+    sendJson(res, answer.status, answer.body);
+  }
+}
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * `res.status(status).json(body)` without Express's `res.send`: no ETag (a hash of every answer, for
+ * API answers no client revalidates), no content-type negotiation, the same headers otherwise. Works
+ * alike on Express 4 and 5, which differ in `res.send`.
+ */
+export function sendJson(res: Response, status: number, body: unknown): void {
+  const json = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', JSON_TYPE);
+  res.setHeader('Content-Length', Buffer.byteLength(json));
+  // A HEAD answer carries the length of the body it leaves out.
+  if (res.req.method === 'HEAD') res.end();
+  else res.end(json, 'utf8');
 }
 
 const OUR_PATH = /^\/v1\/(resources|credentials|sso)(?:\/([^/?]+)(\/measures)?)?/;
@@ -31,19 +52,26 @@ export function requestIdOf(req: Request): string | undefined {
  * And one `request` event per answered request for metrics.
  */
 export function requestLog(logger: Logger, instrumentation: Instrumentation = noInstrumentation): RequestHandler {
-  const measured = instrumentation !== noInstrumentation;
+  const log = requestLogger(logger, instrumentation);
   return (req, res, next) => {
+    log(req, res, req.path);
+    next();
+  };
+}
+
+/**
+ * {@link requestLog} as a function of the request and its path (relative to the mount), for the
+ * router's own dispatch.
+ */
+export function requestLogger(logger: Logger, instrumentation: Instrumentation = noInstrumentation): (req: Request, res: Response, path: string) => void {
+  // The request hook of the default hooks does nothing: metrics are on only when it is another.
+  const measured = instrumentation.request !== noInstrumentation.request;
+  return (req, res, path) => {
     const logged = logger.isLevelEnabled('info');
     // With info off and no metrics nothing is recorded: no clock, no 'finish' listener, no closure per request.
-    if (!logged && !measured) {
-      next();
-      return;
-    }
-    const match = OUR_PATH.exec(req.path);
-    if (match === null) {
-      next();
-      return;
-    }
+    if (!logged && !measured) return;
+    const match = OUR_PATH.exec(path);
+    if (match === null) return;
     const started = process.hrtime.bigint();
     const method = req.method;
     const callbackId = req.headers['x-callback-id'];
@@ -66,7 +94,6 @@ export function requestLog(logger: Logger, instrumentation: Instrumentation = no
       }
       instrumentation.request({ route, method, status: res.statusCode, code: code ?? '', seconds: latencyMs / 1000 });
     });
-    next();
   };
 }
 
@@ -83,7 +110,7 @@ export function errorResponder(logger: Logger) {
     const answer = known ?? new InternalError({ cause: error });
     if (known === undefined || answer.status >= 500) logger.error({ err: errorSummary(known?.cause ?? error), code: answer.code }, 'marketplace request failed');
     res.locals.errorCode = answer.code;
-    res.status(answer.status).json({ message: answer.message });
+    sendJson(res, answer.status, { message: answer.message });
   };
 }
 
@@ -95,7 +122,22 @@ export function errorResponder(logger: Logger) {
 function clientError(error: unknown): MarketplaceError | undefined {
   const status = typeof error === 'object' && error !== null ? (error as { status?: unknown }).status : undefined;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 499) return undefined;
-  return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? 'Request path is not valid percent-encoding' : 'Malformed request', { cause: error });
+  return new MarketplaceError(status, 'ERR_BAD_REQUEST', error instanceof URIError ? NOT_PERCENT_ENCODING : 'Malformed request', { cause: error });
+}
+
+const NOT_PERCENT_ENCODING = 'Request path is not valid percent-encoding';
+
+/**
+ * A path id decoded as Express decodes route parameters; a malformed percent-encoding is answered
+ * as Express's own failure to decode a parameter is (see {@link clientError}).
+ */
+export function decodePathId(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch (error) {
+    throw new MarketplaceError(400, 'ERR_BAD_REQUEST', NOT_PERCENT_ENCODING, { cause: error });
+  }
 }
 
 const ROUTE_METHODS = ['get', 'put', 'patch', 'delete', 'all', 'use'] as const;

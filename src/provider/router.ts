@@ -1,11 +1,11 @@
-import express, { type Request, type RequestHandler, type Router } from 'express';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { BadRequestError, InvalidOptionsError, NotFoundError } from '../errors.js';
 import type { CompletionTarget } from '../idempotency/engine.js';
 import { prepareOperation, type OperationCall } from '../idempotency/operations.js';
-import { verifySignature } from '../signature/index.js';
+import { signatureCheck } from '../signature/middleware.js';
 import { ssoHandler } from '../sso/index.js';
 import type { OperationKind, OperationRecord, Store } from '../store/types.js';
-import { catchRejections, errorResponder, requestIdOf, requestLog, send } from './http.js';
+import { catchRejections, decodePathId, errorResponder, requestIdOf, requestLogger, send, sendJson } from './http.js';
 import { answerMeasures } from './measures.js';
 import { composeProvider, FACTORY, type MarketplaceRouterOptions } from './root.js';
 import { validatePathId } from './schemas.js';
@@ -63,13 +63,88 @@ export interface MarketplaceRouter extends Router {
 export function marketplaceRouter(options: MarketplaceRouterOptions): MarketplaceRouter {
   const provider = composeProvider(options);
   const { store, logger, clock, engine, env, connector, outbox, ledger, handlers, instrumentation, health } = provider;
+  const log = requestLogger(logger, instrumentation);
+  const respondError = errorResponder(logger);
+  const checkSignature = signatureCheck({
+    ...(options.masterKey === undefined ? {} : { masterKey: options.masterKey }),
+    ...(options.toleranceMs === undefined ? {} : { toleranceMs: options.toleranceMs }),
+    ...(options.publicHost === undefined ? {} : { publicHost: options.publicHost }),
+    ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
+    ...(options.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: options.bodyTimeoutMs }),
+    now: () => clock.now(),
+    logger,
+    instrumentation,
+  });
+
+  /** An error of ours rendered as JSON; should rendering itself fail, the host app's error handlers get it. */
+  function fail(error: unknown, req: Request, res: Response, next: NextFunction): void {
+    try {
+      respondError(error, req, res, next);
+    } catch (unexpected) {
+      next(unexpected);
+    }
+  }
+
+  /**
+   * The resource and credential routes in one step: one regex instead of Express matching a layer
+   * per route, and the log line, the signature and the route run inline. Everything under
+   * `/v1/resources` and `/v1/credentials` is verified first, as the signature middleware mounted on
+   * those prefixes did. Anything else goes on to the router's own layers (`/v1/sso`, and whatever the
+   * host app adds) with `layers`; `out` leaves the router, as an error does.
+   */
+  function dispatch(req: Request, res: Response, out: NextFunction): void {
+    const path = req.path;
+    log(req, res, path);
+    if (!SIGNED_PREFIX.test(path)) {
+      layers(req, res, out);
+      return;
+    }
+    checkSignature(req, res, (error) => {
+      if (error === undefined) route(req, res, out, path);
+      else fail(error, req, res, out);
+    });
+  }
+
+  function route(req: Request, res: Response, out: NextFunction, path: string): void {
+    const match = SIGNED_ROUTE.exec(path);
+    const measures = match?.[3] !== undefined;
+    const credentials = match?.[1]!.length === CREDENTIALS.length;
+    // Under our prefixes but none of our routes: verified, then left to the host app.
+    if (match === null || (credentials && measures)) {
+      layers(req, res, out);
+      return;
+    }
+    let id: string;
+    try {
+      id = decodePathId(match[2]!);
+    } catch (error) {
+      fail(error, req, res, out);
+      return;
+    }
+    const method = req.method;
+    // HEAD is served as GET, as Express routes it.
+    const kind = measures ? (method === 'GET' || method === 'HEAD' ? 'measures' : undefined)
+      : credentials ? CREDENTIAL_METHODS[method]
+        : RESOURCE_METHODS[method];
+    if (kind === undefined) {
+      // Our paths with a method we do not serve: a JSON 405 rather than falling through to the host app.
+      res.setHeader('Allow', measures ? 'GET' : credentials ? 'PUT, DELETE' : 'PUT, PATCH, DELETE');
+      sendJson(res, 405, { message: 'Method not allowed' });
+      return;
+    }
+    void serve(kind, id, req, res, out);
+  }
 
   /** HTTP onto the operation table: the request as plain data, the answer rendered as is. */
-  function operation(kind: OperationKind): RequestHandler {
-    return async (req, res) => {
+  async function serve(kind: OperationKind | 'measures', id: string, req: Request, res: Response, next: NextFunction): Promise<void> {
+    try {
+      if (kind === 'measures') {
+        send(res, await answerMeasures({ store, handlers, logger }, validatePathId(id), req.query as Record<string, unknown>));
+        return;
+      }
       const call: OperationCall = {
         kind,
-        id: validatePathId(typeof req.params.id === 'string' ? req.params.id : undefined),
+        id: validatePathId(id),
         body: req.body as unknown,
         callbackId: singleHeader(req, 'x-callback-id'),
         callbackUrl: singleHeader(req, 'x-callback-url'),
@@ -78,38 +153,18 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
         reqId: requestIdOf(req),
       };
       send(res, await engine.execute(await prepareOperation(call, env)));
-    };
+    } catch (error) {
+      fail(error, req, res, next);
+    }
   }
 
   const router = catchRejections(express.Router()) as MarketplaceRouter;
-  router.use(requestLog(logger, instrumentation));
-  router.use(['/v1/resources', '/v1/credentials'], verifySignature({
-    ...(options.masterKey === undefined ? {} : { masterKey: options.masterKey }),
-    ...(options.toleranceMs === undefined ? {} : { toleranceMs: options.toleranceMs }),
-    ...(options.publicHost === undefined ? {} : { publicHost: options.publicHost }),
-    ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
-    ...(options.bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs: options.bodyTimeoutMs }),
-    now: () => new Date(clock.now()),
-    logger,
-    instrumentation,
-  }) as RequestHandler);
-
-  router.put('/v1/resources/:id', operation('provision'));
-  router.patch('/v1/resources/:id', operation('changePlan'));
-  router.delete('/v1/resources/:id', operation('deprovision'));
-  router.get('/v1/resources/:id/measures', async (req, res) => {
-    const id = validatePathId(req.params.id);
-    send(res, await answerMeasures({ store, handlers, logger }, id, req.query as Record<string, unknown>));
-  });
-  router.put('/v1/credentials/:id', operation('provisionCredentials'));
-  router.delete('/v1/credentials/:id', operation('deprovisionCredentials'));
-
-  // Our paths with a method we do not serve: a JSON 405 rather than falling through to the host app.
-  router.all(['/v1/resources/:id', '/v1/resources/:id/measures', '/v1/credentials/:id'], (req, res) => {
-    const allow = req.path.endsWith('/measures') ? 'GET' : req.path.startsWith('/v1/credentials') ? 'PUT, DELETE' : 'PUT, PATCH, DELETE';
-    res.setHeader('Allow', allow);
-    res.status(405).json({ message: 'Method not allowed' });
-  });
+  // Express enters a router through its `handle` (Express 4 and 5 alike): our routes are served
+  // before the router's layer machinery, which costs a good part of a request on its own.
+  const routable = router as unknown as RouterInternals;
+  const handleLayers = routable.handle;
+  const layers = (req: Request, res: Response, out: NextFunction) => handleLayers.call(router, req, res, out);
+  routable.handle = dispatch;
 
   if (options.sso !== undefined && options.sso !== false) {
     if (connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
@@ -126,7 +181,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
     });
   }
 
-  router.use(['/v1/resources', '/v1/credentials', '/v1/sso'], errorResponder(logger));
+  router.use('/v1/sso', respondError);
 
   Object.defineProperty(router, 'store', { value: store, enumerable: true });
   router.complete = (target: CompletionTarget, completion: Completion) => engine.complete(target, completion);
@@ -143,6 +198,22 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   return router;
 }
 
+/** What Express calls on a router for each request. */
+interface RouterInternals {
+  handle(req: Request, res: Response, out: NextFunction): void;
+}
+
+// Our signed paths relative to the mount, matched as Express matched the `use` and route layers
+// they replace: case-insensitive, with an optional trailing slash.
+const SIGNED_PREFIX = /^\/v1\/(?:resources|credentials)(?:\/|$)/i;
+const SIGNED_ROUTE = /^\/v1\/(resources|credentials)\/([^/]+?)(\/measures)?\/?$/i;
+const CREDENTIALS = 'credentials';
+const RESOURCE_METHODS: Readonly<Record<string, OperationKind>> = Object.assign(Object.create(null) as Record<string, OperationKind>, { PUT: 'provision', PATCH: 'changePlan', DELETE: 'deprovision' });
+const CREDENTIAL_METHODS: Readonly<Record<string, OperationKind>> = Object.assign(Object.create(null) as Record<string, OperationKind>, { PUT: 'provisionCredentials', DELETE: 'deprovisionCredentials' });
+
+// X-Signature as the verifier accepted it: three parts, the first one 86 characters long.
+const SIGNATURE_LENGTH = 86 + 1 + 43 + 1 + 86;
+
 /**
  * The request's own signature (the first field of X-Signature), which the verifier has checked:
  * Ed25519 signatures are not malleable, so it names this exact request and no other.
@@ -150,6 +221,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
 function requestSignature(req: Request): string | undefined {
   const header = req.headers['x-signature'];
   if (typeof header !== 'string') return undefined;
+  if (header.length === SIGNATURE_LENGTH && header.charCodeAt(86) === 0x20) return header.slice(0, 86);
   const first = header.trim().split(/\s+/, 1)[0];
   return first === undefined || first === '' ? undefined : first;
 }
@@ -160,4 +232,3 @@ function singleHeader(req: Request, name: string): string | undefined {
   if (Array.isArray(value)) throw new BadRequestError(`Header ${name} must appear once`, 'ERR_VALIDATION');
   return value;
 }
-

@@ -3,8 +3,9 @@ import { BadRequestError, InternalError, InvalidOptionsError, isMarketplaceError
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, optionalLogger, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { noInstrumentation, type Instrumentation } from '../observability/hooks.js';
-import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT_MS, leftRawBody, readRawBody } from './raw-body.js';
-import { createVerifier, signatureHint, type VerifiedRequest, type Verifier, type VerifierOptions } from './verifier.js';
+import { spanMayRecord } from '../observability/tracing.js';
+import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT_MS, leftRawBody, readRawBodyThen } from './raw-body.js';
+import { createVerifier, signatureHint, verifierInternals, type Checked, type SignedRequest, type VerifiedRequest, type Verifier, type VerifierOptions } from './verifier.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace -- Express's types are extended only through this namespace.
@@ -46,10 +47,11 @@ const MOUNT_ORDER_HINT =
 const NO_PUBLIC_HOST_WARNING =
   'no publicHost configured: a request the marketplace signed for another provider\'s Host is accepted when it arrives with that Host header. Set publicHost to the host (or hosts) the marketplace addresses (SECURITY.md)';
 
-// Marks a body this library has read, so that a second verifySignature on the same request (two
-// routers, say) verifies the same bytes again instead of mistaking its own parse for a foreign one.
-const RAW_BODY = Symbol('embedded-marketplace.rawBody');
-type Marked = Request & { [RAW_BODY]?: Buffer };
+// The bodies this library has read, by request, so that a second verifySignature on the same
+// request (two routers, say) verifies the same bytes again instead of mistaking its own parse for a
+// foreign one. Not a property on the request: Express gives every request its own prototype, so
+// each property added to one costs a copy of its whole shape.
+const readBodies = new WeakMap<Request, Buffer>();
 
 /**
  * Express middleware that verifies the marketplace's request signature before any handler runs.
@@ -80,9 +82,25 @@ type Marked = Request & { [RAW_BODY]?: Buffer };
  * ```
  */
 export function verifySignature(options: VerifySignatureOptions = {}): RequestHandler {
+  const check = signatureCheck(options);
+  return function marketplaceSignature(req: Request, res: Response, next: NextFunction): void {
+    check(req, res, next);
+  };
+}
+
+/** Called once: with nothing when the request verified (and `req.body` is set), else with the error to pass on. */
+export type SignatureDone = (error?: unknown) => void;
+
+/**
+ * @internal What {@link verifySignature} does to a request, with a callback instead of `next`: the
+ * provider router runs it inline, without a middleware layer of its own. Same options, same checks.
+ */
+export function signatureCheck(options: VerifySignatureOptions = {}): (req: Request, res: Response, done: SignatureDone) => void {
   const opts = asOptionsObject(FACTORY, options);
   rejectUnknownKeys(FACTORY, opts, KNOWN_OPTIONS);
   const verifier = readVerifier(opts);
+  // A verifier of ours is driven step by step without promises; one from elsewhere through its API.
+  const internals = verifierInternals(verifier);
   const bodyLimit = readBodyLimit(opts.bodyLimit);
   const bodyTimeoutMs = optionalPositiveNumber(FACTORY, opts, 'bodyTimeoutMs') ?? DEFAULT_BODY_TIMEOUT_MS;
   // Internal: the provider router passes its metrics and tracing hooks.
@@ -91,84 +109,146 @@ export function verifySignature(options: VerifySignatureOptions = {}): RequestHa
   if (opts.verifier === undefined && opts.publicHost === undefined) logger.warn(NO_PUBLIC_HOST_WARNING);
   let warnedMountOrder = false;
 
-  function refuse(error: unknown, next: NextFunction): void {
+  function refuse(error: unknown, done: SignatureDone): void {
+    if (error instanceof BodyRefusal) {
+      done(error.failure);
+      return;
+    }
     if (!isMarketplaceError(error)) {
       instrumentation.signatureFailure('ERR_INTERNAL');
       logger.error({ code: 'ERR_INTERNAL', err: error }, 'marketplace signature verification failed unexpectedly');
-      next(new InternalError({ cause: error }));
+      done(new InternalError({ cause: error }));
       return;
     }
     instrumentation.signatureFailure(error.code);
     // The code and the operator hint tell the story: header values and X-Signature never go to the log.
     logger.warn({ code: error.code, ...signatureHint(error) }, 'marketplace request signature rejected');
-    next(error);
+    done(error);
   }
 
   /** The raw body, or a {@link BodyRefusal} carrying the answer (too large, too slow, parsed before us). */
-  async function readBody(req: Marked, res: Response): Promise<Buffer> {
+  function readBody(req: Request, res: Response, then: (refusal: BodyRefusal | undefined, body?: Buffer) => void): void {
     if (bodyAlreadyConsumed(req)) {
       const left = leftRawBody(req);
       if (left !== undefined) {
-        if (left.length <= bodyLimit) return left;
-        throw new BodyRefusal(new PayloadTooLargeError());
+        if (left.length <= bodyLimit) then(undefined, left);
+        else then(new BodyRefusal(new PayloadTooLargeError()));
+        return;
       }
       if (!warnedMountOrder) {
         warnedMountOrder = true;
         logger.error({ code: 'ERR_BODY_ALREADY_PARSED' }, MOUNT_ORDER_HINT);
       }
-      throw new BodyRefusal(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification'));
+      then(new BodyRefusal(new MarketplaceError(500, 'ERR_BODY_ALREADY_PARSED', 'Request body was parsed before signature verification')));
+      return;
     }
-    try {
-      return await readRawBody(req, bodyLimit, bodyTimeoutMs);
-    } catch (error) {
-      const failure = isMarketplaceError(error) ? error : new InternalError({ cause: error });
+    readRawBodyThen(req, bodyLimit, bodyTimeoutMs, (failure, body) => {
+      if (failure === undefined) {
+        then(undefined, body);
+        return;
+      }
       // A stalled sender keeps the socket otherwise: close it once the 408 is written.
       if (failure.status === 408) res.setHeader('Connection', 'close');
       logger.info({ code: failure.code }, 'marketplace request body refused');
-      throw new BodyRefusal(failure);
-    }
+      then(new BodyRefusal(failure));
+    });
   }
 
-  async function handle(req: Marked, res: Response, next: NextFunction): Promise<void> {
-    // headersDistinct keeps every occurrence (req.headers drops repeats of Host, Content-Type and
-    // others), so a header added in transit changes the canonical form instead of hiding.
-    const request = { method: req.method, url: req.originalUrl ?? req.url, headers: req.headersDistinct ?? req.headers };
-    let body = req[RAW_BODY];
-    let verified: VerifiedRequest;
-    try {
-      // One span for the whole verification: the cheap header checks, the body, the signatures.
-      verified = await instrumentation.span('marketplace.verify', {}, async () => {
-        if (body !== undefined) return verifier.verify({ ...request, body });
-        // Cheap checks first: an unsigned, stale or unendorsed request is refused before its body is read.
-        const check = await verifier.checkHeaders?.(request);
-        body = await readBody(req, res);
-        // A verifier of an earlier release checks headers without handing the result on.
-        return typeof check?.verify === 'function' ? check.verify(body) : verifier.verify({ ...request, body });
-      });
-    } catch (error) {
-      if (error instanceof BodyRefusal) next(error.failure);
-      else refuse(error, next);
+  /**
+   * The whole verification: the cheap header checks (an unsigned, stale or unendorsed request is
+   * refused before its body is read), the body, the signature. `then` gets the body and what was
+   * verified, or the failure (a {@link BodyRefusal} for a body that could not be read).
+   */
+  function verify(req: Request, res: Response, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
+    if (internals === undefined || readBodies.has(req)) {
+      verifyThroughApi(req, res).then(([verified, body]) => then(undefined, verified, body), then);
       return;
     }
-    if (body === undefined) throw new InternalError();
+    const onceEach = sentOnceEach(req);
+    const request = signedRequest(req, onceEach);
+    let checked: Checked | Promise<Checked>;
+    try {
+      checked = internals.check(request.headers, onceEach);
+    } catch (error) {
+      then(error);
+      return;
+    }
+    if (checked instanceof Promise) checked.then((known) => readAndFinish(req, res, request, known, then), then);
+    else readAndFinish(req, res, request, checked, then);
+  }
 
-    req[RAW_BODY] = body;
+  /** The same steps through the public Verifier API: a verifier made elsewhere, or a body already verified once. */
+  async function verifyThroughApi(req: Request, res: Response): Promise<[VerifiedRequest, Buffer]> {
+    const request = signedRequest(req, false);
+    const kept = readBodies.get(req);
+    // A second verifySignature on the same request verifies the same bytes again.
+    if (kept !== undefined) return [await verifier.verify({ ...request, body: kept }), kept];
+    const check = await verifier.checkHeaders?.(request);
+    const body = await new Promise<Buffer>((resolve, reject) => readBody(req, res, (refusal, read) => (read === undefined ? reject(refusal) : resolve(read))));
+    // A verifier of an earlier release checks headers without handing the result on.
+    return [await (typeof check?.verify === 'function' ? check.verify(body) : verifier.verify({ ...request, body })), body];
+  }
+
+  function readAndFinish(req: Request, res: Response, request: Omit<SignedRequest, 'body'>, checked: Checked, then: (failure: unknown, verified?: VerifiedRequest, body?: Buffer) => void): void {
+    readBody(req, res, (refusal, body) => {
+      if (body === undefined) then(refusal);
+      else internals!.finish(request, checked, body, (error, verified) => then(error, verified, body));
+    });
+  }
+
+  function accept(req: Request, verified: VerifiedRequest, body: Buffer, done: SignatureDone): void {
+    readBodies.set(req, body);
     req.rawBody = body;
     req.marketplaceSignature = verified;
     if (body.length > 0) {
       try {
         req.body = parseJsonBody(req.headers['content-type'], req.headers['content-encoding'], body);
       } catch (error) {
-        next(error);
+        done(error);
         return;
       }
     }
-    next();
+    done();
   }
 
-  return function marketplaceSignature(req: Request, res: Response, next: NextFunction): void {
-    handle(req, res, next).catch((error: unknown) => next(error));
+  return function check(req: Request, res: Response, done: SignatureDone): void {
+    // No span to record into (the usual case): the steps call each other directly.
+    if (!spanMayRecord(instrumentation.span)) {
+      verify(req, res, (failure, verified, body) => {
+        if (verified === undefined || body === undefined) refuse(failure, done);
+        else accept(req, verified, body, done);
+      });
+      return;
+    }
+    // One span for the whole verification: the cheap header checks, the body, the signatures.
+    let body: Buffer | undefined;
+    instrumentation.span('marketplace.verify', {}, () => new Promise<VerifiedRequest>((resolve, reject) => {
+      verify(req, res, (failure, verified, read) => {
+        body = read;
+        if (verified === undefined) reject(failure);
+        else resolve(verified);
+      });
+    })).then((verified) => {
+      if (body === undefined) done(new InternalError());
+      else accept(req, verified, body, done);
+    }, (failure: unknown) => refuse(failure, done));
   };
+}
+
+/**
+ * The request as the verifier sees it. Headers keep every occurrence (`req.headers` drops repeats
+ * of Host, Content-Type and others), so a header added in transit changes the canonical form
+ * instead of hiding; when no name repeats, `req.headers` holds exactly that already, without
+ * building an array per header.
+ */
+function signedRequest(req: Request, onceEach: boolean): Omit<SignedRequest, 'body'> {
+  return { method: req.method, url: req.originalUrl ?? req.url, headers: onceEach ? req.headers : req.headersDistinct ?? req.headers };
+}
+
+/** True when no header name came twice: then `req.headers` has one value per header as sent. */
+function sentOnceEach(req: Request): boolean {
+  const raw = req.rawHeaders as string[] | undefined;
+  return Array.isArray(raw) && Object.keys(req.headers).length * 2 === raw.length;
 }
 
 /** A body that could not be read: not a signature failure, answered with its own status. */

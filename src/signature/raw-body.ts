@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { BadRequestError, PayloadTooLargeError, RequestTimeoutError } from '../errors.js';
+import { BadRequestError, PayloadTooLargeError, RequestTimeoutError, type MarketplaceError } from '../errors.js';
 
 /** Default largest body the middleware reads: 1 MiB, far above any marketplace request. */
 export const DEFAULT_BODY_LIMIT = 1_048_576;
@@ -27,51 +27,119 @@ export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
  * ```
  */
 export function readRawBody(req: IncomingMessage, limit: number, timeoutMs = DEFAULT_BODY_TIMEOUT_MS): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) return Promise.reject(new PayloadTooLargeError());
+  return new Promise((resolve, reject) => readRawBodyThen(req, limit, timeoutMs, (error, body) => (body === undefined ? reject(error) : resolve(body))));
+}
 
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new RequestTimeoutError());
-    }, timeoutMs);
-    const cleanup = () => {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('close', onClose);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        // Keep the stream flowing with no listener: the rest is read and dropped, not buffered.
-        req.resume();
-        reject(new PayloadTooLargeError());
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    };
-    const onError = (error: Error) => {
-      cleanup();
-      reject(new BadRequestError('Request body could not be read', 'ERR_BAD_REQUEST', { cause: error }));
-    };
-    const onClose = () => {
-      cleanup();
-      reject(new BadRequestError('Request body ended before it was complete', 'ERR_BAD_REQUEST'));
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('close', onClose);
+/** `body` once read, else the refusal ({@link readRawBody} lists them). */
+export type BodyDone = (error: MarketplaceError | undefined, body?: Buffer) => void;
+
+/**
+ * {@link readRawBody} with a callback, for the signature middleware's hot path: no promise, and
+ * usually no listener and no timer either. `done` may be called before this returns (a
+ * Content-Length over the limit).
+ *
+ * A small body arrives with its headers: Node's parser pushes it right after the 'request' event,
+ * before the microtasks queued there run. So one microtask later, when all the Content-Length bytes
+ * are buffered, they are taken at once; only a body still on its way is read with listeners and a
+ * timeout.
+ */
+export function readRawBodyThen(req: IncomingMessage, limit: number, timeoutMs: number, done: BodyDone): void {
+  const declared = req.headers['content-length'];
+  const length = declared === undefined ? undefined : Number(declared);
+  if (length !== undefined && length > limit) {
+    done(new PayloadTooLargeError());
+    return;
+  }
+  if (length === undefined || !Number.isSafeInteger(length)) {
+    listen(req, limit, timeoutMs, done);
+    return;
+  }
+  queueMicrotask(() => {
+    if (req.readableLength !== length || req.readableFlowing !== null || req.destroyed) {
+      listen(req, limit, timeoutMs, done);
+      return;
+    }
+    const body = length === 0 ? Buffer.alloc(0) : (req.read(length) as Buffer);
+    // Flowing with nothing left, the stream ends as a fully read one does: 'end', then 'close'.
+    req.resume();
+    done(undefined, body);
   });
+}
+
+/**
+ * Reads the body as it arrives. The listeners are shared by every request and find their request's
+ * state on it, so a read allocates no closure.
+ */
+function listen(req: IncomingMessage, limit: number, timeoutMs: number, done: BodyDone): void {
+  const reading: Reading = { chunks: undefined, size: 0, limit, timer: undefined, done };
+  (req as Reader)[READING] = reading;
+  reading.timer = setTimeout(onTimeout, timeoutMs, req);
+  req.on('data', onData);
+  req.on('end', onEnd);
+  req.on('error', onError);
+  req.on('close', onClose);
+}
+
+const READING = Symbol('embedded-marketplace.reading');
+
+/** One body being read: what the shared listeners below need. */
+interface Reading {
+  /** One chunk as is (the usual small body), several in an array. */
+  chunks: Buffer | Buffer[] | undefined;
+  size: number;
+  limit: number;
+  timer: NodeJS.Timeout | undefined;
+  done: BodyDone;
+}
+
+type Reader = IncomingMessage & { [READING]?: Reading | undefined };
+
+/** Detaches the read from `req` and answers `done` once. */
+function settle(req: Reader, error: MarketplaceError | undefined, body?: Buffer): void {
+  const reading = req[READING];
+  if (reading === undefined) return;
+  req[READING] = undefined;
+  clearTimeout(reading.timer);
+  req.off('data', onData);
+  req.off('end', onEnd);
+  req.off('error', onError);
+  req.off('close', onClose);
+  reading.done(error, body);
+}
+
+function onData(this: Reader, chunk: Buffer): void {
+  const reading = this[READING];
+  if (reading === undefined) return;
+  reading.size += chunk.length;
+  if (reading.size > reading.limit) {
+    settle(this, new PayloadTooLargeError());
+    // Keep the stream flowing with no listener: the rest is read and dropped, not buffered.
+    this.resume();
+    return;
+  }
+  const { chunks } = reading;
+  if (chunks === undefined) reading.chunks = chunk;
+  else if (Array.isArray(chunks)) chunks.push(chunk);
+  else reading.chunks = [chunks, chunk];
+}
+
+function onEnd(this: Reader): void {
+  const reading = this[READING];
+  if (reading === undefined) return;
+  const { chunks } = reading;
+  settle(this, undefined, chunks === undefined ? Buffer.alloc(0) : Array.isArray(chunks) ? Buffer.concat(chunks, reading.size) : chunks);
+}
+
+function onError(this: Reader, error: Error): void {
+  settle(this, new BadRequestError('Request body could not be read', 'ERR_BAD_REQUEST', { cause: error }));
+}
+
+function onClose(this: Reader): void {
+  settle(this, new BadRequestError('Request body ended before it was complete', 'ERR_BAD_REQUEST'));
+}
+
+function onTimeout(req: Reader): void {
+  settle(req, new RequestTimeoutError());
 }
 
 /**

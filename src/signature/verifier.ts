@@ -3,8 +3,8 @@ import { InvalidOptionsError, SignatureError } from '../errors.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { decodeBase64Any, encodeBase64Url } from '../lib/base64.js';
 import { canonicalRequest, type HeaderValue, type RequestHeaders } from './canonicalize.js';
-import { importPublicKey, isWeakPublicKey, PUBLIC_KEY_BYTES, verifyEd25519 } from './ed25519.js';
-import { parseDate, parseSignature, parseSignedHeaders, type ParsedSignature } from './parse.js';
+import { importPublicKey, isWeakPublicKey, PUBLIC_KEY_BYTES, verifyEd25519, verifyEd25519Then } from './ed25519.js';
+import { endorsementTextOf, livePublicKeyOf, parseDate, parseSignature, parseSignedHeaderList, parseSignedHeaders, requestSignatureOf, signatureText } from './parse.js';
 
 /** The marketplace's production master public key (base64url), the default of `masterKey`. */
 export const PRODUCTION_MASTER_PUBLIC_KEY = 'PtISNzqQmQPBxNlUw3CdxsWczXbIwyExxlkRqZ7E690';
@@ -145,31 +145,30 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
   // Entries live only while a check runs, so the map is bounded by the requests in flight.
   const checking = new Map<string, Promise<EndorsementOutcome>>();
 
-  async function checkEndorsement(signature: ParsedSignature): Promise<EndorsementOutcome> {
-    if (isWeakPublicKey(signature.livePublicKey) || !(await verifyEd25519(signature.livePublicKey, masterKey, signature.endorsement))) {
+  async function checkEndorsement(signature: string, endorsementText: string): Promise<EndorsementOutcome> {
+    const { livePublicKey, endorsement } = parseSignature(signature);
+    if (isWeakPublicKey(livePublicKey) || !(await verifyEd25519(livePublicKey, masterKey, endorsement))) {
       return { key: undefined, cause: undefined };
     }
     let key: KeyObject;
     try {
-      key = importPublicKey(signature.livePublicKey);
+      key = importPublicKey(livePublicKey);
     } catch (error) {
       return { key: undefined, cause: error };
     }
-    cache.set(signature.endorsementText, key);
+    cache.set(endorsementText, key);
     return { key, cause: undefined };
   }
 
-  async function endorsedKey(signature: ParsedSignature): Promise<KeyObject> {
-    const text = signature.endorsementText;
-    const cached = cache.get(text);
-    if (cached !== undefined) return cached;
-    let check = checking.get(text);
+  /** The live key once its endorsement is verified; the caller has looked in the cache. */
+  async function endorsedKey(signature: string, endorsementText: string): Promise<KeyObject> {
+    let check = checking.get(endorsementText);
     if (check === undefined) {
-      check = checkEndorsement(signature);
+      check = checkEndorsement(signature, endorsementText);
       // With the cache off, every request checks its own endorsement, as documented.
       if (cacheSize > 0) {
-        checking.set(text, check);
-        const forget = () => checking.delete(text);
+        checking.set(endorsementText, check);
+        const forget = () => checking.delete(endorsementText);
         check.then(forget, forget);
       }
     }
@@ -185,15 +184,24 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     return key;
   }
 
-  async function checkSigned(headers: RequestHeaders): Promise<Checked> {
-    const signature = parseSignature(header(headers, 'x-signature'));
-    const signedHeaders = parseSignedHeaders(header(headers, 'x-signed-headers'));
+  /**
+   * The checks that need no body. Synchronous when the endorsement is cached (the steady state):
+   * the cache is keyed by the endorsement's text, so a known one is neither decoded nor verified.
+   * `onceEach`: every header was sent once, so a string is one occurrence, never a join of several.
+   */
+  function checkSigned(headers: RequestHeaders, onceEach: boolean): Checked | Promise<Checked> {
+    const signature = signatureText(header(headers, 'x-signature'));
+    const listed = header(headers, 'x-signed-headers');
+    const signedHeaders = onceEach && typeof listed === 'string' ? parseSignedHeaderList(listed) : parseSignedHeaders(listed);
     if (!signedHeaders.includes('date') || !signedHeaders.includes('host')) {
       throw new SignatureError('ERR_REQUIRED_HEADER_UNSIGNED', 'X-Signed-Headers must include date and host');
     }
     const date = parseDate(header(headers, 'date'));
     checkFresh(date);
-    return { signature, signedHeaders, date, liveKey: await endorsedKey(signature) };
+    const endorsementText = endorsementTextOf(signature);
+    const liveKey = cache.get(endorsementText);
+    if (liveKey !== undefined) return { signature, signedHeaders, date, liveKey };
+    return endorsedKey(signature, endorsementText).then((key) => ({ signature, signedHeaders, date, liveKey: key }));
   }
 
   function checkFresh(date: Date): void {
@@ -210,48 +218,117 @@ export function createVerifier(options: VerifierOptions = {}): Verifier {
     }
   }
 
-  async function verify(request: SignedRequest): Promise<VerifiedRequest> {
-    return verifyChecked(request, await checkSigned(request.headers), bodyBytes(request.body));
-  }
-
-  async function verifyChecked(request: Omit<SignedRequest, 'body'>, checked: Checked, body: Uint8Array | undefined): Promise<VerifiedRequest> {
-    const { headers } = request;
-    const { signature, signedHeaders, date, liveKey } = checked;
-    const received = single(header(headers, 'host'));
+  /** The request signature over the body, answered through `done` (no promise per request). */
+  function verifyChecked(request: Omit<SignedRequest, 'body'>, checked: Checked, body: Uint8Array | undefined, done: VerifyDone): void {
+    const received = single(header(request.headers, 'host'));
     // Host binding: with publicHost set, the signature must be for one of those hosts.
     const listed = received === undefined ? undefined : publicHosts?.find((host) => host.toLowerCase() === received.toLowerCase());
-    const candidates: readonly (string | undefined)[] = publicHosts === undefined ? [undefined] : listed !== undefined ? [received] : publicHosts;
-    for (const hostOverride of candidates) {
-      const data = canonicalRequest({ method: request.method, url: request.url, headers, body, signedHeaders, hostOverride });
-      if (await verifyEd25519(data, liveKey, signature.requestSignature)) {
-        return { livePublicKey: signature.endorsementText.slice(0, signature.endorsementText.indexOf(' ')), signedHeaders, date };
-      }
+    const attempt: Attempt = {
+      request, checked, body, done, received, listed,
+      // Signed for a listed Host, or any Host without publicHost: one candidate, else each listed one.
+      candidates: publicHosts === undefined || listed !== undefined ? undefined : publicHosts,
+      index: 0,
+      signature: requestSignatureOf(checked.signature),
+    };
+    tryHost(attempt);
+  }
+
+  function tryHost(attempt: Attempt): void {
+    const { request, checked, candidates } = attempt;
+    const hostOverride = candidates === undefined ? attempt.listed === undefined ? undefined : attempt.received : candidates[attempt.index];
+    let data: Buffer;
+    try {
+      data = canonicalRequest({ method: request.method, url: request.url, headers: request.headers, body: attempt.body, signedHeaders: checked.signedHeaders, hostOverride });
+    } catch (error) {
+      attempt.done(error);
+      return;
     }
-    throw withHint(new SignatureError('ERR_REQUEST_SIGNATURE_INVALID', 'Request signature does not match the request'), {
-      hint: mismatchHint(headers, received, publicHosts, listed),
+    verifyEd25519Then(data, checked.liveKey, attempt.signature, (valid) => {
+      if (valid) {
+        attempt.done(undefined, { livePublicKey: livePublicKeyOf(checked.signature), signedHeaders: checked.signedHeaders, date: checked.date });
+      } else if (candidates !== undefined && ++attempt.index < candidates.length) {
+        tryHost(attempt);
+      } else {
+        attempt.done(withHint(new SignatureError('ERR_REQUEST_SIGNATURE_INVALID', 'Request signature does not match the request'), {
+          hint: mismatchHint(request.headers, attempt.received, publicHosts, attempt.listed),
+        }));
+      }
     });
   }
 
-  return {
+  /** The body part after checkHeaders: the body may have taken a while to arrive, so the Date must still be fresh. */
+  function finish(request: Omit<SignedRequest, 'body'>, checked: Checked, body: unknown, done: VerifyDone): void {
+    let bytes: Uint8Array | undefined;
+    try {
+      checkFresh(checked.date);
+      bytes = bodyBytes(body);
+    } catch (error) {
+      done(error);
+      return;
+    }
+    verifyChecked(request, checked, bytes, done);
+  }
+
+  async function verify(request: SignedRequest): Promise<VerifiedRequest> {
+    const checked = await checkSigned(request.headers, false);
+    const body = bodyBytes(request.body);
+    return new Promise((resolve, reject) => verifyChecked(request, checked, body, (error, verified) => (verified === undefined ? reject(error) : resolve(verified))));
+  }
+
+  const verifier: Verifier & { [VERIFIER_INTERNALS]: VerifierInternals } = {
     verify,
     checkHeaders: async (request) => {
-      const checked = await checkSigned(request.headers);
+      const checked = await checkSigned(request.headers, false);
       return {
-        verify: async (body) => {
-          // The body may have taken a while to arrive: the Date must still be fresh.
-          checkFresh(checked.date);
-          return verifyChecked(request, checked, bodyBytes(body));
-        },
+        verify: (body) => new Promise((resolve, reject) => finish(request, checked, body, (error, verified) => (verified === undefined ? reject(error) : resolve(verified)))),
       };
     },
     masterPublicKey: encodeBase64Url(masterRaw),
     cachedEndorsements: () => cache.size,
+    [VERIFIER_INTERNALS]: { check: checkSigned, finish },
   };
+  return verifier;
 }
 
-/** What checkSigned establishes from the headers alone. */
-interface Checked {
-  signature: ParsedSignature;
+/**
+ * @internal The verifier's own steps without a promise per step, for the middleware in this package
+ * (each async hop costs on the hot path). Absent from verifiers made elsewhere.
+ */
+export const VERIFIER_INTERNALS = Symbol('embedded-marketplace.verifierInternals');
+
+/** @internal See {@link VERIFIER_INTERNALS}. */
+export interface VerifierInternals {
+  /** checkHeaders' checks: a value when the endorsement is cached, a promise otherwise; throws a SignatureError. */
+  check(headers: RequestHeaders, onceEach: boolean): Checked | Promise<Checked>;
+  /** HeaderCheck.verify's work (freshness again, then the signature), answered through `done`. */
+  finish(request: Omit<SignedRequest, 'body'>, checked: Checked, body: unknown, done: VerifyDone): void;
+}
+
+/** @internal The internals of a verifier from {@link createVerifier}, if it is one. */
+export function verifierInternals(verifier: Verifier): VerifierInternals | undefined {
+  return (verifier as Partial<Record<typeof VERIFIER_INTERNALS, VerifierInternals>>)[VERIFIER_INTERNALS];
+}
+
+/** `verified` on success, else the error. */
+type VerifyDone = (error: unknown, verified?: VerifiedRequest) => void;
+
+/** One request signature check in progress, tried against each candidate Host in turn. */
+interface Attempt {
+  request: Omit<SignedRequest, 'body'>;
+  checked: Checked;
+  body: Uint8Array | undefined;
+  done: VerifyDone;
+  received: string | undefined;
+  listed: string | undefined;
+  candidates: readonly string[] | undefined;
+  index: number;
+  signature: Buffer;
+}
+
+/** @internal What checkSigned establishes from the headers alone. */
+export interface Checked {
+  /** X-Signature as sent, checked to decode. */
+  signature: string;
   signedHeaders: string[];
   date: Date;
   liveKey: KeyObject;
@@ -324,18 +401,24 @@ class EndorsementCache {
     return this.entries.size;
   }
 
+  // The entry inserted last, i.e. the most recently used: in the steady state every request carries
+  // the same live key, and it needs no re-insertion.
+  private newest: string | undefined;
+
   get(key: string): KeyObject | undefined {
     const value = this.entries.get(key);
-    if (value !== undefined && this.entries.size > 1) {
+    if (value !== undefined && this.entries.size > 1 && key !== this.newest) {
       // Map keeps insertion order: re-inserting marks the entry most recently used.
       this.entries.delete(key);
       this.entries.set(key, value);
+      this.newest = key;
     }
     return value;
   }
 
   set(key: string, value: KeyObject): void {
     if (this.capacity === 0) return;
+    this.newest = key;
     this.entries.delete(key);
     while (this.entries.size >= this.capacity) {
       const oldest = this.entries.keys().next();

@@ -233,6 +233,53 @@ describe('resources', () => {
     const other = await fetch(`${h.target.url}/elsewhere`);
     assert.deepEqual(await other.json(), { message: 'host app: not found' });
   });
+
+  it('lists the methods of the route matched in Allow, trailing slash and capitals included', async () => {
+    const id = newId();
+    for (const [path, allow] of [
+      [`/v1/resources/${id}/`, 'PUT, PATCH, DELETE'],
+      [`/v1/resources/${id}/measures`, 'GET'],
+      [`/v1/resources/${id}/measures/`, 'GET'],
+      [`/V1/Resources/${id}/MEASURES`, 'GET'],
+      [`/v1/credentials/${id}/`, 'PUT, DELETE'],
+    ] as const) {
+      const answer = await h.client.send(h.target, 'POST', path);
+      assert.equal(answer.status, 405, path);
+      assert.equal(answer.headers.get('allow'), allow, path);
+      assert.deepEqual(answer.body, { message: 'Method not allowed' });
+    }
+  });
+
+  it('answers JSON with its length and no ETag, and a HEAD of measures with the headers only', async () => {
+    const id = newId();
+    const created = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
+    assert.equal(created.status, 201);
+    assert.equal(created.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.equal(created.headers.get('content-length'), String(Buffer.byteLength(created.text)));
+    assert.equal(created.headers.get('etag'), null);
+    const path = `/v1/resources/${id}/measures?period_start=2026-10-01T00:00:00Z&period_end=2026-11-01T00:00:00Z`;
+    const full = await h.client.send(h.target, 'GET', path);
+    const head = await h.client.send(h.target, 'HEAD', path);
+    assert.equal(head.status, 200);
+    assert.equal(head.text, '');
+    assert.equal(head.headers.get('content-length'), String(Buffer.byteLength(full.text)));
+    assert.equal(head.headers.get('content-type'), 'application/json; charset=utf-8');
+  });
+
+  it('verifies any path under its prefixes first, then leaves one that is none of its routes to the host app', async () => {
+    const unsigned = await fetch(`${h.target.url}/v1/resources/a/b/c`);
+    assert.equal(unsigned.status, 401);
+    assert.equal(typeof ((await unsigned.json()) as { message: unknown }).message, 'string');
+    const signed = await h.client.send(h.target, 'GET', '/v1/resources/a/b/c');
+    assert.deepEqual([signed.status, signed.body], [404, { message: 'host app: not found' }]);
+    const unsignedElsewhere = await fetch(`${h.target.url}/v1/resourcesX/a`);
+    assert.deepEqual(await unsignedElsewhere.json(), { message: 'host app: not found' });
+  });
+
+  it('serves routes the host app adds to the router after its own', async () => {
+    h.router.get('/status', (_req, res) => void res.json({ ok: true }));
+    assert.deepEqual(await (await fetch(`${h.target.url}/status`)).json(), { ok: true });
+  });
 });
 
 describe('credentials', () => {

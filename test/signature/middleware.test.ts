@@ -131,6 +131,17 @@ describe('verifySignature under a router mounted at /marketplace', () => {
     assertJsonError(await send(running.url, { ...good, headers: [...flat, 'host', 'evil.example'] }), 401);
   });
 
+  it('takes an X-Signed-Headers sent once as one list: a comma in it is malformed, not a join of two', async () => {
+    const headers = { host: running.host, date: '2017-04-06T19:17:03Z', 'x-a': 'one', 'x-signed-headers': 'host date, x-a' };
+    const path = '/marketplace/v1/resources/abc';
+    // Signed over exactly these bytes: only the reading of the list can refuse it.
+    const signature = signCustom({ masterPrivateKey: master.privateKey, livePrivateKey: live.privateKey, method: 'DELETE', url: path, headers, signedHeaders: ['host', 'date'] });
+    const count = setup.seen.length;
+    assertJsonError(await send(running.url, { method: 'DELETE', path, headers: { ...headers, 'x-signature': signature } }), 401);
+    assert.equal(setup.seen.length, count);
+    assert.match(setup.capture.text(), /ERR_SIGNED_HEADERS_MALFORMED/);
+  });
+
   it('answers 400 for a signed body that is not JSON, 415 for another media type or an encoding', async () => {
     assertJsonError(await send(running.url, signedRequest(running, '/marketplace/v1/resources/abc', { body: '{"id": ' })), 400);
     assertJsonError(await send(running.url, signedRequest(running, '/marketplace/v1/resources/abc', { body: 'id=abc', headers: { 'content-type': 'application/x-www-form-urlencoded' } })), 415);

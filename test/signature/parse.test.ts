@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { SignatureError } from '../../src/errors.js';
-import { parseDate, parseSignature, parseSignedHeaders } from '../../src/signature/parse.js';
+import { parseDate, parseSignature, parseSignedHeaderList, parseSignedHeaders } from '../../src/signature/parse.js';
 import { encodeBase64Url } from '../../src/lib/base64.js';
 import { loadVectors } from './fixtures.js';
 
@@ -87,6 +87,26 @@ describe('parseSignedHeaders', () => {
     const garbage = ['Host date', 'host  date', 'host/date', 'host;date', 'host\tdate', 'host date host', 'hÖst', 'host (date)', 'a:b', Array.from({ length: 65 }, (_, i) => `h${i}`).join(' ')];
     for (const value of garbage) rejects(() => parseSignedHeaders(value), 'ERR_SIGNED_HEADERS_MALFORMED');
   });
+
+  it('answers the same list twice in a row as two arrays of its own', () => {
+    const first = parseSignedHeaders('host date content-type');
+    first.push('changed');
+    const second = parseSignedHeaders('host date content-type');
+    assert.deepEqual(second, ['host', 'date', 'content-type']);
+    assert.notEqual(second, parseSignedHeaders('host date content-type'));
+    // A refusal in between leaves the next answers alone.
+    rejects(() => parseSignedHeaders('host  date'), 'ERR_SIGNED_HEADERS_MALFORMED');
+    rejects(() => parseSignedHeaders(''), 'ERR_SIGNED_HEADERS_MISSING');
+    assert.deepEqual(parseSignedHeaders('host date content-type'), ['host', 'date', 'content-type']);
+  });
+});
+
+describe('parseSignedHeaderList', () => {
+  it('takes one occurrence as sent: a comma makes the list malformed instead of ending it', () => {
+    assert.deepEqual(parseSignedHeaderList('host date'), ['host', 'date']);
+    rejects(() => parseSignedHeaderList('host date, x-other'), 'ERR_SIGNED_HEADERS_MALFORMED');
+    for (const missing of [undefined, '', ' ']) rejects(() => parseSignedHeaderList(missing), 'ERR_SIGNED_HEADERS_MISSING');
+  });
 });
 
 describe('parseDate', () => {
@@ -100,6 +120,16 @@ describe('parseDate', () => {
 
   it('reports a missing Date', () => {
     for (const missing of [undefined, '', []]) rejects(() => parseDate(missing), 'ERR_DATE_MISSING');
+  });
+
+  it('answers the same Date twice in a row as two Date objects of its own', () => {
+    const first = parseDate('2017-04-06T19:17:03Z');
+    first.setUTCFullYear(2000);
+    const second = parseDate('2017-04-06T19:17:03Z');
+    assert.equal(second.toISOString(), '2017-04-06T19:17:03.000Z');
+    assert.notEqual(second, parseDate('2017-04-06T19:17:03Z'));
+    rejects(() => parseDate('2017-02-30T00:00:00Z'), 'ERR_DATE_MALFORMED');
+    assert.equal(parseDate('2017-04-06T19:17:03Z').toISOString(), '2017-04-06T19:17:03.000Z');
   });
 
   it('refuses other date formats and impossible fields', () => {

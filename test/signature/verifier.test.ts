@@ -7,6 +7,7 @@ import {
   createVerifier,
   DEFAULT_TOLERANCE_MS,
   PRODUCTION_MASTER_PUBLIC_KEY,
+  verifierInternals,
   type SignedRequest,
   type VerifierOptions,
 } from '../../src/signature/verifier.js';
@@ -273,6 +274,23 @@ describe('endorsement cache', () => {
       }
     }
     assert.equal(verifier.cachedEndorsements(), 4);
+  });
+
+  it('evicts the least recently used endorsement', async () => {
+    const verifier = createVerifier({ masterKey: master.publicKey, now: () => NOW, endorsementCacheSize: 2 });
+    const internals = verifierInternals(verifier)!;
+    // One use of a live key: true when its endorsement was cached (known at once), false when it
+    // had to be checked (a promise, awaited so that it is cached before the next use).
+    const use = async (index: number) => {
+      const checked = internals.check(request(index).headers, false);
+      if (!(checked instanceof Promise)) return true;
+      await checked;
+      return false;
+    };
+    const cached: boolean[] = [];
+    for (const index of [0, 1, 0, 2, 1, 2, 2, 3, 1, 3, 1, 0, 1]) cached.push(await use(index));
+    assert.deepEqual(cached, [false, false, true, false, false, true, true, false, false, true, true, false, true]);
+    assert.equal(verifier.cachedEndorsements(), 2);
   });
 
   it('keeps one entry for a steady live key and none for refused endorsements', async () => {
