@@ -364,13 +364,18 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const statementPrefix = `em_${createHash('sha256').update(schema).digest('hex').slice(0, 12)}_`;
   // One statement: the function of migration 3 applies every rule of ClaimResult in one transaction.
   const claimSql = `SELECT ${t('claim_operation')}($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11) AS result`;
+  const claimBatchSql = `SELECT ${t('claim_operations')}($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::json[], $9::bigint[], $10::text[], $11::text[]) AS result`;
+  const claimCall = batched<ClaimRow>({
+    single: async (params) => (await query<{ result: ClaimRow }>({ name: `${statementPrefix}claim`, text: claimSql }, params))[0]!.result,
+    batch: async (columns) => (await query<{ result: ClaimRow[] }>({ name: `${statementPrefix}claims`, text: claimBatchSql }, columns))[0]!.result,
+  });
   async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
+    await ready();
     const values = claimValues(input, input.key.startsWith('credential:') ? input.parentId : undefined);
-    const [row] = await query<{ result: ClaimRow }>({ name: `${statementPrefix}claim`, text: claimSql }, [
+    const result = await claimCall([
       values.key, values.kind, values.targetId, values.fingerprint, values.token, values.owner,
       values.leaseExpiresAt, values.request, values.now, values.parentId ?? null, input.requestId ?? null,
     ]);
-    const result = row!.result;
     switch (result.outcome) {
       case 'replayed':
         return { outcome: 'replayed', answer: toAnswer(result.replay) };
@@ -397,7 +402,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
 
   const commitSql = `SELECT ${t('commit_operation')}($1, $2, $3::json, $4::json, $5, $6::json, $7, $8::json, $9, $10) AS result`;
   const commitBatchSql = `SELECT ${t('commit_operations')}($1::text[], $2::text[], $3::json[], $4::json[], $5::bytea[], $6::json[], $7::bytea[], $8::json[], $9::bytea[], $10::text[]) AS result`;
-  const committer = batchedCommits({
+  const commitCall = batched<string>({
     single: async (params) => (await query<{ result: string }>({ name: `${statementPrefix}commit`, text: commitSql }, params))[0]!.result,
     batch: async (columns) => (await query<{ result: string[] }>({ name: `${statementPrefix}commits`, text: commitBatchSql }, columns))[0]!.result,
   });
@@ -423,7 +428,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
         mutationJson = { ...mutation };
     }
     const [replayJson, replaySealed] = sealReplay(commit.replay);
-    const result = await committer.commit([
+    const result = await commitCall([
       key,
       token,
       JSON.stringify(mutationJson),
@@ -580,26 +585,23 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   return store;
 }
 
-/** The ten parameters of one `commit_operation` call. */
-type CommitParams = unknown[];
-
-/** Greatest number of commits sent in one statement. */
-const MAX_COMMIT_BATCH = 64;
+/** Greatest number of calls sent in one statement. */
+const MAX_BATCH = 64;
 
 /**
- * Group commit for PostgreSQL: commits that arrive in the same turn of the event loop go to the
- * server as ONE statement (`commit_operations`, migration 4), so they share one transaction, one
- * WAL flush and one round trip instead of paying each per request. Each commit keeps its own answer:
- * `commit_operation` writes nothing for a commit it refuses (a lost lease, a deleted entity), so one
- * refusal does not disturb the others. When the batch as a whole fails (a deadlock with another
- * instance's batch, a statement error in one commit), nothing of it was kept, and each commit is
- * sent again on its own, so an error reaches only the commit that causes it. A lone commit is sent
- * as the plain `commit_operation` call.
+ * Group calls for PostgreSQL: the claims, or the commits, that arrive in the same turn of the event
+ * loop go to the server as ONE statement (`claim_operations` / `commit_operations`, migration 4),
+ * so they share one round trip, one transaction and, for commits, one WAL flush, instead of paying
+ * each per request. Each call keeps its own answer: the functions answer a refusal (busy, a lost
+ * lease, a deleted entity) without writing anything, so one refusal does not disturb the others.
+ * When the batch as a whole fails (a deadlock with another instance's batch, an error in one
+ * call), nothing of it was kept, and each call is sent again on its own, so an error reaches only
+ * the call that causes it. A lone call is sent as the plain function call.
  */
-function batchedCommits(send: { single(params: CommitParams): Promise<string>; batch(columns: unknown[][]): Promise<string[]> }): { commit(params: CommitParams): Promise<string> } {
+function batched<R>(send: { single(params: unknown[]): Promise<R>; batch(columns: unknown[][]): Promise<R[]> }): (params: unknown[]) => Promise<R> {
   interface Queued {
-    params: CommitParams;
-    resolve(result: string): void;
+    params: unknown[];
+    resolve(result: R): void;
     reject(error: unknown): void;
   }
   const queue: Queued[] = [];
@@ -612,35 +614,30 @@ function batchedCommits(send: { single(params: CommitParams): Promise<string>; b
   function flush(): void {
     scheduled = false;
     while (queue.length > 0) {
-      const group = queue.splice(0, MAX_COMMIT_BATCH);
+      const group = queue.splice(0, MAX_BATCH);
       if (group.length === 1) {
         runAlone(group[0]!);
         continue;
       }
-      // Column-wise: the function takes one array per parameter.
+      // Column-wise: the functions take one array per parameter.
       const columns = group[0]!.params.map((_, column) => group.map((item) => item.params[column]));
-      send.batch(columns).then(
-        (results) => {
-          if (results.length !== group.length) throw new Error(`commit_operations answered ${results.length} results for ${group.length} commits`);
-          group.forEach((item, index) => item.resolve(results[index]!));
-        },
-      ).catch(() => {
-        // Rolled back as a whole: every commit again, alone.
+      send.batch(columns).then((results) => {
+        if (results.length !== group.length) throw new Error(`a batch of ${group.length} calls answered ${results.length} results`);
+        group.forEach((item, index) => item.resolve(results[index]!));
+      }).catch(() => {
+        // Rolled back as a whole: every call again, alone.
         for (const item of group) runAlone(item);
       });
     }
   }
 
-  return {
-    commit(params) {
-      return new Promise<string>((resolve, reject) => {
-        queue.push({ params, resolve, reject });
-        if (!scheduled) {
-          scheduled = true;
-          // setImmediate, not a microtask: requests whose I/O completed in the same turn get to join.
-          setImmediate(flush);
-        }
-      });
-    },
-  };
+  return (params) =>
+    new Promise<R>((resolve, reject) => {
+      queue.push({ params, resolve, reject });
+      if (!scheduled) {
+        scheduled = true;
+        // setImmediate, not a microtask: requests whose I/O completed in the same turn get to join.
+        setImmediate(flush);
+      }
+    });
 }

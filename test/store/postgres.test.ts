@@ -333,6 +333,30 @@ describe('postgresStore', () => {
     }
   });
 
+  pgIt('claims arriving together go in one statement, each with its own answer', async () => {
+    const { store, sent, cleanup } = await watchedStore();
+    try {
+      await provision(store, 'base');
+      sent.length = 0;
+      const [first, duplicate, other, credential] = await Promise.all([
+        store.claimOperation(claimInput({ key: 'resource:r1', targetId: 'r1', requestId: 'sig-r1' })),
+        store.claimOperation(claimInput({ key: 'resource:r1', targetId: 'r1', requestId: 'sig-r1-again' })),
+        store.claimOperation(claimInput({ key: 'resource:r2', targetId: 'r2' })),
+        store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'base' }, parentId: 'base' })),
+      ]);
+      assert.equal(sent.length, 1, `one statement for four claims: ${sent.join(' | ')}`);
+      assert.match(sent[0]!, /claim_operations\(/);
+      assert.equal(first.outcome, 'claimed');
+      assert.equal(duplicate.outcome, 'busy', 'the same key twice in one batch: the second finds the first');
+      assert.equal(other.outcome, 'claimed');
+      assert.equal(credential.outcome, 'claimed');
+      assert.equal((credential as Extract<typeof credential, { outcome: 'claimed' }>).snapshot.resource?.id, 'base', 'each claim reads its own snapshot');
+      assert.notEqual(heldBy(first).token, heldBy(other).token);
+    } finally {
+      await cleanup();
+    }
+  });
+
   pgIt('a batch the server rolls back as a whole is sent again one commit at a time', async () => {
     let failures = 1;
     const { store, sent, cleanup } = await watchedStore((text) => /commit_operations\(/.test(text) && failures-- > 0);

@@ -201,13 +201,30 @@ ${commitOperationFunction({ replace: false, plainBody: false })}`,
     name: 'plain replay bodies',
     // A recorded answer that holds no secret (every answer but a credential set's) is kept as JSON
     // in replays.body instead of sealed: sealing cost more CPU per request than the rest of the
-    // commit. commit_operation is the same but for that column. commit_operations: group commit.
+    // commit. commit_operation is the same but for that column. claim_operations and commit_operations:
+    // the batch forms (one statement for the calls of one tick).
     sql: `
 ALTER TABLE replays ADD COLUMN body json;
 ${commitOperationFunction({ replace: true, plainBody: true })}
--- Group commit: the commits that reach one instance together, in one statement and one transaction
--- (one WAL flush). Each element answers as commit_operation does, which writes nothing for a
--- commit it refuses; an error in one rolls back the batch, which the store then sends one by one.
+-- Batches: the claims, or the commits, that reach one instance together, in one statement and one
+-- transaction (for commits, one WAL flush). Each element answers as the single function does,
+-- which writes nothing for a call it refuses; an error in one rolls back the batch, which the store
+-- then sends one by one.
+CREATE FUNCTION claim_operations(
+  p_keys text[], p_kinds text[], p_target_ids text[], p_fingerprints text[], p_tokens text[], p_owners text[],
+  p_lease_expires_at bigint[], p_requests json[], p_nows bigint[], p_parent_ids text[], p_request_ids text[]
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_results json[] := ARRAY[]::json[];
+BEGIN
+  FOR i IN 1..cardinality(p_keys) LOOP
+    v_results := v_results || claim_operation(p_keys[i], p_kinds[i], p_target_ids[i], p_fingerprints[i], p_tokens[i], p_owners[i],
+      p_lease_expires_at[i], p_requests[i], p_nows[i], p_parent_ids[i], p_request_ids[i]);
+  END LOOP;
+  RETURN to_json(v_results);
+END
+$fn$;
+
 CREATE FUNCTION commit_operations(
   p_keys text[], p_tokens text[], p_mutations json[], p_features json[], p_sealed bytea[],
   p_deliveries json[], p_delivery_sealed bytea[], p_replays json[], p_replay_sealed bytea[], p_orphan_messages text[]
