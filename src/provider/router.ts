@@ -160,8 +160,8 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   }
 
   const router = catchRejections(express.Router()) as MarketplaceRouter;
-  // Express enters a router through its `handle` (Express 4 and 5 alike): our routes are served
-  // before the router's layer machinery, which costs a good part of a request on its own.
+  // Express enters a router through its `handle` (Express 4 and 5 alike): serving our routes there
+  // spares each signed request the router's own bookkeeping and layer matching.
   const routable = router as unknown as RouterInternals;
   const handleLayers = routable.handle;
   const layers = (req: Request, res: Response, out: NextFunction) => handleLayers.call(router, req, res, out);
