@@ -88,9 +88,9 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   /**
    * The resource and credential routes in one step: one regex instead of Express matching a layer
    * per route, and the log line, the signature and the route run inline. Everything under
-   * `/v1/resources` and `/v1/credentials` is verified first, as the signature middleware mounted on
-   * those prefixes did. Anything else goes on to the router's own layers (`/v1/sso`, and whatever the
-   * host app adds) with `layers`; `out` leaves the router, as an error does.
+   * `/v1/resources` and `/v1/credentials` is verified before anything else, so an unsigned request
+   * gets a 401 whatever the path. Anything else goes on to the router's own layers (`/v1/sso`, and
+   * whatever the host app adds) with `layers`; `out` leaves the router, as an error does.
    */
   function dispatch(req: Request, res: Response, out: NextFunction): void {
     const path = req.path;
@@ -107,8 +107,9 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
 
   function route(req: Request, res: Response, out: NextFunction, path: string): void {
     const match = SIGNED_ROUTE.exec(path);
-    const measures = match?.[3] !== undefined;
+    // 'resources' or 'credentials' in any case: the lengths tell them apart without lowercasing.
     const credentials = match?.[1]!.length === CREDENTIALS.length;
+    const measures = match?.[3] !== undefined;
     // Under our prefixes but none of our routes: verified, then left to the host app.
     if (match === null || (credentials && measures)) {
       layers(req, res, out);
@@ -136,7 +137,7 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
   }
 
   /** HTTP onto the operation table: the request as plain data, the answer rendered as is. */
-  async function serve(kind: OperationKind | 'measures', id: string, req: Request, res: Response, next: NextFunction): Promise<void> {
+  async function serve(kind: OperationKind | 'measures', id: string, req: Request, res: Response, out: NextFunction): Promise<void> {
     try {
       if (kind === 'measures') {
         send(res, await answerMeasures({ store, handlers, logger }, validatePathId(id), req.query as Record<string, unknown>));
@@ -154,13 +155,13 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
       };
       send(res, await engine.execute(await prepareOperation(call, env)));
     } catch (error) {
-      fail(error, req, res, next);
+      fail(error, req, res, out);
     }
   }
 
   const router = catchRejections(express.Router()) as MarketplaceRouter;
-  // Express enters a router through its `handle` (Express 4 and 5 alike): our routes are served
-  // before the router's layer machinery, which costs a good part of a request on its own.
+  // Express enters a router through its `handle` (Express 4 and 5 alike): serving our routes there
+  // spares each signed request the router's own bookkeeping and layer matching.
   const routable = router as unknown as RouterInternals;
   const handleLayers = routable.handle;
   const layers = (req: Request, res: Response, out: NextFunction) => handleLayers.call(router, req, res, out);
@@ -211,7 +212,8 @@ const CREDENTIALS = 'credentials';
 const RESOURCE_METHODS: Readonly<Record<string, OperationKind>> = Object.assign(Object.create(null) as Record<string, OperationKind>, { PUT: 'provision', PATCH: 'changePlan', DELETE: 'deprovision' });
 const CREDENTIAL_METHODS: Readonly<Record<string, OperationKind>> = Object.assign(Object.create(null) as Record<string, OperationKind>, { PUT: 'provisionCredentials', DELETE: 'deprovisionCredentials' });
 
-// X-Signature as the verifier accepted it: three parts, the first one 86 characters long.
+// X-Signature as the verifier accepts it (this runs only after it did): three parts separated by
+// single spaces, the first one 86 characters long.
 const SIGNATURE_LENGTH = 86 + 1 + 43 + 1 + 86;
 
 /**

@@ -148,7 +148,7 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
         return;
       }
       // A stalled sender keeps the socket otherwise: close it once the 408 is written.
-      if (failure.status === 408) res.setHeader('Connection', 'close');
+      if (failure.status === 408 && !res.headersSent) res.setHeader('Connection', 'close');
       logger.info({ code: failure.code }, 'marketplace request body refused');
       then(new BodyRefusal(failure));
     });
@@ -215,8 +215,13 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
     // No span to record into (the usual case): the steps call each other directly.
     if (!spanMayRecord(instrumentation.span)) {
       verify(req, res, (failure, verified, body) => {
-        if (verified === undefined || body === undefined) refuse(failure, done);
-        else accept(req, verified, body, done);
+        // This runs from a stream, timer or crypto callback: a throw here would end the process.
+        try {
+          if (verified === undefined || body === undefined) refuse(failure, done);
+          else accept(req, verified, body, done);
+        } catch (error) {
+          done(error);
+        }
       });
       return;
     }
@@ -231,7 +236,7 @@ export function signatureCheck(options: VerifySignatureOptions = {}): (req: Requ
     })).then((verified) => {
       if (body === undefined) done(new InternalError());
       else accept(req, verified, body, done);
-    }, (failure: unknown) => refuse(failure, done));
+    }, (failure: unknown) => refuse(failure, done)).catch((error: unknown) => done(error));
   };
 }
 

@@ -59,10 +59,12 @@ export function readRawBodyThen(req: IncomingMessage, limit: number, timeoutMs: 
       listen(req, limit, timeoutMs, done);
       return;
     }
-    const body = length === 0 ? Buffer.alloc(0) : (req.read(length) as Buffer);
+    const body: unknown = length === 0 ? Buffer.alloc(0) : req.read(length);
     // Flowing with nothing left, the stream ends as a fully read one does: 'end', then 'close'.
     req.resume();
-    done(undefined, body);
+    // Bytes, unless something set an encoding on the stream before us.
+    if (Buffer.isBuffer(body)) done(undefined, body);
+    else done(new BadRequestError('Request body could not be read', 'ERR_BAD_REQUEST'));
   });
 }
 

@@ -236,6 +236,24 @@ describe('logging', () => {
   });
 });
 
+describe('failures after the checks', () => {
+  it('passes a throw from what follows a refusal to next, from inside the callbacks, without ending the process', async () => {
+    const app = express();
+    const throwing = pino({ hooks: { logMethod(args, method, level) { if (level >= 40) throw new Error('log sink down'); method.apply(this, args); } } });
+    app.use(verifySignature({ masterKey: master.publicKey, now: () => NOW, logger: throwing, publicHost: 'api.example.com' }));
+    app.use((error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => void res.status(599).json({ message: (error as Error).message }));
+    const running = await listen(app);
+    try {
+      // Refused only once the body is read and the signature checked: the throw comes from a crypto callback.
+      const headers = signer.sign({ method: 'PUT', url: '/v1/resources/abc', host: 'api.example.com', headers: { 'content-type': 'application/json' }, body: provision });
+      const answer = await send(running.url, { method: 'PUT', path: '/v1/resources/abc', headers: { ...headers, host: 'api.example.com' }, body: provision.replace('low', 'big') });
+      assert.deepEqual([answer.status, answer.json], [599, { message: 'log sink down' }]);
+    } finally {
+      await running.close();
+    }
+  });
+});
+
 describe('shared verifier', () => {
   it('keeps the endorsement cache within its bound under rotating live keys', async () => {
     const verifier = createVerifier({ masterKey: master.publicKey, now: () => NOW, endorsementCacheSize: 2 });
