@@ -59,8 +59,6 @@ export interface StopResult {
   handled: number;
   /** CPU time (user + system, every thread of this process) since start, in microseconds. */
   cpuMicros: number;
-  /** Time the main thread (the event loop) was busy since start, in microseconds: what bounds one process. */
-  busyMicros: number;
   rss: number;
 }
 
@@ -68,7 +66,6 @@ let server: Server | undefined;
 let router: Router.MarketplaceRouter | undefined;
 let handled = 0;
 let cpuStart = process.cpuUsage();
-let eluStart = performance.eventLoopUtilization();
 const cleanups: (() => Promise<void> | void)[] = [];
 
 async function start(params: StartParams): Promise<{ port: number }> {
@@ -107,7 +104,6 @@ async function start(params: StartParams): Promise<{ port: number }> {
     const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
   });
   cpuStart = process.cpuUsage();
-  eluStart = performance.eventLoopUtilization();
   return { port: (server.address() as AddressInfo).port };
 }
 
@@ -193,8 +189,7 @@ async function prefill(store: StoreTypes.Store, count: number): Promise<void> {
 /** Counters since the server started listening (warm-up included). */
 function counters(): StopResult {
   const cpu = process.cpuUsage(cpuStart);
-  const elu = performance.eventLoopUtilization(eluStart);
-  return { handled, cpuMicros: cpu.user + cpu.system, busyMicros: elu.active * 1000, rss: process.memoryUsage().rss };
+  return { handled, cpuMicros: cpu.user + cpu.system, rss: process.memoryUsage().rss };
 }
 
 async function close(): Promise<void> {
