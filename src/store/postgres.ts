@@ -370,7 +370,6 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     batch: async (columns) => (await query<{ result: ClaimRow[] }>({ name: `${statementPrefix}claims`, text: claimBatchSql }, columns))[0]!.result,
   });
   async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
-    await ready();
     const values = claimValues(input, input.key.startsWith('credential:') ? input.parentId : undefined);
     const result = await claimCall([
       values.key, values.kind, values.targetId, values.fingerprint, values.token, values.owner,
