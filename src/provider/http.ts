@@ -1,4 +1,4 @@
-import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import { InternalError, isMarketplaceError, MarketplaceError } from '../errors.js';
 import { errorSummary, type Answer } from '../idempotency/engine.js';
 import { truncateForLog, type Logger } from '../lib/logger.js';
@@ -50,18 +50,7 @@ export function requestIdOf(req: Request): string | undefined {
  * One line per request: route pattern, id, status, reason code, latency, callback id, request id.
  * Never headers or bodies; the id and callback id come from the caller, so they are truncated.
  * And one `request` event per answered request for metrics.
- */
-export function requestLog(logger: Logger, instrumentation: Instrumentation = noInstrumentation): RequestHandler {
-  const log = requestLogger(logger, instrumentation);
-  return (req, res, next) => {
-    log(req, res, req.path);
-    next();
-  };
-}
-
-/**
- * {@link requestLog} as a function of the request and its path (relative to the mount), for the
- * router's own dispatch.
+ * Called with the path relative to the router's mount, by the router's own dispatch.
  */
 export function requestLogger(logger: Logger, instrumentation: Instrumentation = noInstrumentation): (req: Request, res: Response, path: string) => void {
   // The request hook of the default hooks does nothing: metrics are on only when it is another.

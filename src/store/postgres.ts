@@ -351,7 +351,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   }
 
   /** The replay record as the commit function takes it: JSON (with the body when it holds no secret) and the sealed body. */
-  const sealReplay = (replay: ReplayRecord | undefined): [string | null, Buffer | null] => {
+  const replayParams = (replay: ReplayRecord | undefined): [string | null, Buffer | null] => {
     if (replay === undefined) return [null, null];
     const { body, sealed } = replayBody(cipher, replay.requestId, replay.answer.body);
     // The body is already JSON text: spliced in as is rather than parsed and serialized again.
@@ -426,7 +426,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       default:
         mutationJson = { ...mutation };
     }
-    const [replayJson, replaySealed] = sealReplay(commit.replay);
+    const [replayJson, replaySealed] = replayParams(commit.replay);
     const result = await commitCall([
       key,
       token,
@@ -499,7 +499,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     },
 
     async markOperationPending(key, token, pending) {
-      const [replayJson, replaySealed] = sealReplay(pending.replay);
+      const [replayJson, replaySealed] = replayParams(pending.replay);
       const [row] = await query<OperationRow>(markPendingSql, [...bind(sql.markPending, { ...pending, key, token }), replayJson, replaySealed]);
       if (row === undefined) throw new LeaseLostError();
       return toOperation(row);

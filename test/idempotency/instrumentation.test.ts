@@ -7,7 +7,7 @@ import { prepareOperation, type TableEnv } from '../../src/idempotency/operation
 import { createLogger } from '../../src/lib/logger.js';
 import { noInstrumentation, type Instrumentation, type SpanName } from '../../src/observability/hooks.js';
 import { createOutbox } from '../../src/outbox/index.js';
-import { requestLog } from '../../src/provider/http.js';
+import { requestLogger } from '../../src/provider/http.js';
 import { accepted, type ProviderHandlers } from '../../src/provider/types.js';
 import { memoryStore } from '../../src/store/memory.js';
 import { listen } from '../helpers/http.js';
@@ -71,7 +71,11 @@ describe('instrumentation call sites', () => {
   it('the request log reports each answered request by route pattern, status and code', async () => {
     const r = recording();
     const app = express();
-    app.use(requestLog(createLogger(false), r.instrumentation));
+    const log = requestLogger(createLogger(false), r.instrumentation);
+    app.use((req, res, next) => {
+      log(req, res, req.path);
+      next();
+    });
     app.get('/v1/resources/:id/measures', (_req, res) => void res.status(204).end());
     app.put('/v1/credentials/:id', (_req, res) => {
       res.locals.errorCode = 'ERR_NOT_FOUND';
