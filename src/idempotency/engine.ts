@@ -93,6 +93,12 @@ export class OperationEngine {
   readonly #inflight = new Map<string, Promise<unknown>>();
   /** Keys whose handler was handed over to the callback: identical repeats answer 202 meanwhile. */
   readonly #handedOff = new Map<string, Answer>();
+  /**
+   * Keys whose handler returned `accepted(...)` and whose pending mark is being written: a
+   * `complete()` for one (a timer the handler armed, firing early on a busy machine) waits for the
+   * mark instead of finding no pending operation and losing the outcome.
+   */
+  readonly #markingPending = new Map<string, Promise<unknown>>();
   #lastReplayPrune = 0;
 
   constructor(options: EngineOptions) {
@@ -209,7 +215,15 @@ export class OperationEngine {
         } else {
           const result = await this.#invoke(op, decision.entity);
           const outcome = outcomeOf(op.kind, result);
-          if (outcome === 'accepted') return await this.#markPending(op, operation, progress, (result as { message: string }).message);
+          if (outcome === 'accepted') {
+            const marking = this.#markPending(op, operation, progress, (result as { message: string }).message);
+            this.#markingPending.set(op.key, marking);
+            try {
+              return await marking;
+            } finally {
+              this.#markingPending.delete(op.key);
+            }
+          }
           settled = descriptor.settle(op.targetId, op.request, decision.entity, outcome, clock.now(), logger);
         }
       } catch (error) {
@@ -418,6 +432,7 @@ export class OperationEngine {
       throw new TypeError('complete: completion must be { state: "done" | "error", message?, credentials? }');
     }
     const key = `${target.entity}:${target.id}`;
+    await this.#markingPending.get(key)?.catch(() => undefined);
     const operation = await store.getOperation(key);
     if (operation === undefined || operation.state !== 'pending') {
       throw new NotFoundError(

@@ -272,6 +272,30 @@ describe('operation engine', () => {
     assert.equal(await s.store.getResource('r1'), undefined);
   });
 
+  it('a complete() that arrives while the 202 is still being recorded waits for it instead of losing the outcome', async () => {
+    const s = setup();
+    await s.provision('r1');
+    const written = deferred<void>();
+    const markOperationPending = s.store.markOperationPending.bind(s.store);
+    s.store.markOperationPending = async (...args) => {
+      await written.promise;
+      return markOperationPending(...args);
+    };
+    let completing: Promise<void> | undefined;
+    s.table.changePlan = () => {
+      // The handler's timer fires before the engine has recorded the pending operation.
+      setImmediate(() => (completing = s.engine.complete({ entity: 'resource', id: 'r1' }, { state: 'done' })));
+      return accepted('Resizing');
+    };
+    const answer = s.run(s.call('changePlan', 'r1', { plan: 'large' }));
+    await s.clock.settle();
+    assert.ok(completing !== undefined, 'complete() was called before the pending mark was written');
+    written.resolve();
+    assert.equal((await answer).status, 202);
+    await completing;
+    assert.equal((await s.store.getResource('r1'))?.plan, 'large');
+  });
+
   it('completes a pending operation through the same table', async () => {
     const s = setup();
     await s.provision('r1');
