@@ -5,7 +5,7 @@
  */
 export { marketplaceRouter } from './provider/router.js';
 export type { MarketplaceRouter, MarketplaceRouterOptions, ConnectorOptions, SsoOptions, CompletionTarget } from './provider/router.js';
-export { accepted, isAccepted } from './provider/types.js';
+export { accepted, isAccepted } from './domain/handlers.js';
 export type {
   Accepted,
   Catalog,
@@ -21,7 +21,7 @@ export type {
   ProvisionCredentialsRequest,
   ProvisionRequest,
   ValidateHook,
-} from './provider/types.js';
+} from './domain/handlers.js';
 
 export * from './errors.js';
 

@@ -5,7 +5,7 @@ import type { Logger } from '../lib/logger.js';
 import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
 import { ORPHAN_MESSAGE } from '../store/common.js';
 import type { CallbackPayload, ClaimInput, CommitInput, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
-import type { Completion, HandlerContext, ProviderHandlers } from '../provider/types.js';
+import type { Completion, HandlerContext, ProviderHandlers } from '../domain/handlers.js';
 import { OPERATIONS, outcomeOf, type Answer, type Entity, type PreparedOperation, type Settled, type TableEnv } from './operations.js';
 
 export type { Answer } from './operations.js';

@@ -21,8 +21,8 @@ import {
   validateChangePlan,
   validateCredential,
   validateProvision,
-} from '../provider/schemas.js';
-import { isAccepted, type Catalog, type HandlerContext, type ProviderHandlers, type ValidateHook } from '../provider/types.js';
+} from '../domain/schemas.js';
+import { isAccepted, type Catalog, type HandlerContext, type ProviderHandlers, type ValidateHook } from '../domain/handlers.js';
 
 /**
  * The operation table: everything that makes one kind of state-changing request what it is, in one

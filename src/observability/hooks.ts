@@ -8,7 +8,7 @@
  * statuses, error codes, operation kinds and outcomes. Never an id, a token or a credential value
  * (span attributes may carry entity and callback ids; spans are not aggregated).
  */
-import type { OperationKind } from '../store/types.js';
+import type { OperationKind } from '../domain/records.js';
 
 /** How a handler call ended, for `marketplace_handler_duration_seconds{outcome}`. */
 export type HandlerOutcome = 'done' | 'accepted' | 'refused' | 'failed';

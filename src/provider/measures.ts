@@ -3,7 +3,7 @@ import { parseRfc3339 } from '../lib/rfc3339.js';
 import type { Logger } from '../lib/logger.js';
 import type { Store } from '../store/types.js';
 import type { Answer } from '../idempotency/engine.js';
-import type { ProviderHandlers } from './types.js';
+import type { ProviderHandlers } from '../domain/handlers.js';
 
 function periodParam(value: unknown, name: string): { text: string; at: number } {
   if (typeof value !== 'string' || value.length === 0) throw new BadRequestError(`Missing query parameter ${name}`, 'ERR_VALIDATION');

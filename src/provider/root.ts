@@ -17,7 +17,7 @@ import type { Instrumentation } from '../observability/hooks.js';
 import { DEFAULT_TOLERANCE_MS } from '../signature/index.js';
 import { memoryStore } from '../store/memory.js';
 import type { Store } from '../store/types.js';
-import type { Catalog, ProviderHandlers, ValidateHook } from './types.js';
+import type { Catalog, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
 import { createUsageLedger } from './usage.js';
 
 /**

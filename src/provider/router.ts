@@ -8,8 +8,8 @@ import type { OperationKind, OperationRecord, Store } from '../store/types.js';
 import { catchRejections, decodePathId, errorResponder, requestIdOf, requestLogger, send, sendJson } from './http.js';
 import { answerMeasures } from './measures.js';
 import { composeProvider, FACTORY, type MarketplaceRouterOptions } from './root.js';
-import { validatePathId } from './schemas.js';
-import type { Completion } from './types.js';
+import { validatePathId } from '../domain/schemas.js';
+import type { Completion } from '../domain/handlers.js';
 import type { HealthReport } from '../observability/health.js';
 
 export type { ConnectorOptions, MarketplaceRouterOptions, SsoOptions } from './root.js';

@@ -5,7 +5,7 @@ import type { AccessToken, ConnectorClient, ConnectorResource } from '../connect
 import { asOptionsObject, optionalFunction, optionalLogger, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { destroyQuietly, regenerate, save, SESSION_HOWTO, sessionOf, type LiveSession } from './session.js';
 import { answerFailure, type SsoFailure, type SsoFailureHook } from './page.js';
-import { ID_PATTERN } from '../provider/schemas.js';
+import { ID_PATTERN } from '../domain/schemas.js';
 
 /** Options of {@link ssoHandler}. */
 export interface SsoHandlerOptions {

@@ -10,46 +10,10 @@
  * clock inside the store, so that every adapter behaves the same under a test clock.
  */
 
-/** A feature value of a plan (section 2.4): number, string or boolean. */
-export type Scalar = string | number | boolean;
-/** Feature name → scalar value. */
-export type Features = Record<string, Scalar>;
-/** Credential key (environment-variable name) → value. Secret. */
-export type CredentialValues = Record<string, string>;
+import type { CredentialRecord, CredentialValues, EntityKind, OperationKind, OperationRequest, ResourceRecord } from '../domain/records.js';
 
-/** A provisioned resource as the provider keeps it. */
-export interface ResourceRecord {
-  id: string;
-  product: string;
-  plan: string;
-  region: string;
-  features: Features;
-  /** The message answered when it was provisioned, replayed to an identical repeated PUT. */
-  message: string;
-  createdAt: number;
-  updatedAt: number;
-}
-
-/** A provisioned credential set. `values` are plaintext here; durable adapters encrypt them at rest. */
-export interface CredentialRecord {
-  id: string;
-  resourceId: string;
-  values: CredentialValues;
-  /** The message answered when it was provisioned, replayed to an identical repeated PUT. */
-  message: string;
-  createdAt: number;
-}
-
-/** The five state-changing operations of section 4.3. */
-export type OperationKind = 'provision' | 'changePlan' | 'deprovision' | 'provisionCredentials' | 'deprovisionCredentials';
-
-/** The properties of the request an operation carries out, kept so a 202 can be completed later. */
-export type OperationRequest =
-  | { kind: 'provision'; product: string; plan: string; region: string; features: Features }
-  | { kind: 'changePlan'; plan: string; features?: Features }
-  | { kind: 'deprovision' }
-  | { kind: 'provisionCredentials'; resourceId: string }
-  | { kind: 'deprovisionCredentials' };
+export type { Scalar, Features, CredentialValues, ResourceRecord, CredentialRecord, OperationKind, OperationRequest, EntityKind } from '../domain/records.js';
+export { operationKey } from '../domain/records.js';
 
 /**
  * An operation in progress on one entity. There is at most one per `key` at a time: this is the
@@ -158,9 +122,6 @@ export type ClaimResult =
   | { outcome: 'claimed'; operation: OperationRecord; snapshot: EntitySnapshot }
   | { outcome: 'busy'; operation: OperationRecord }
   | { outcome: 'blocked'; operation: OperationRecord };
-
-/** The two kinds of entity the marketplace provisions: the first half of an operation key and of a tombstone. */
-export type EntityKind = 'resource' | 'credential';
 
 /**
  * The entity change an operation commits, applied atomically with releasing the operation.
@@ -393,8 +354,3 @@ export type DiagnosableStore = Store & StoreDiagnostics;
 
 /** A store with the listing and pruning diagnostics the bundled adapters have always had. */
 export type ListingStore = Store & Pick<StoreDiagnostics, 'listDeliveries' | 'listPendingOperations' | 'pruneTombstones' | 'pruneUsage'>;
-
-/** The key of the operation lock for an entity. */
-export function operationKey(entity: EntityKind, id: string): string {
-  return `${entity}:${id}`;
-}

@@ -4,7 +4,7 @@ import { BadRequestError, MarketplaceError } from '../../src/errors.js';
 import { HANDOFF_MESSAGE, OperationEngine } from '../../src/idempotency/engine.js';
 import { OPERATIONS, prepareOperation, type OperationCall, type TableEnv } from '../../src/idempotency/operations.js';
 import { createLogger } from '../../src/lib/logger.js';
-import { accepted, type ProviderHandlers } from '../../src/provider/types.js';
+import { accepted, type ProviderHandlers } from '../../src/domain/handlers.js';
 import { memoryStore } from '../../src/store/memory.js';
 import type { DiagnosableStore, OperationKind } from '../../src/store/types.js';
 import { deferred } from '../outbox/helpers.js';

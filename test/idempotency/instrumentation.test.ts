@@ -8,7 +8,7 @@ import { createLogger } from '../../src/lib/logger.js';
 import { noInstrumentation, type Instrumentation, type SpanName } from '../../src/observability/hooks.js';
 import { createOutbox } from '../../src/outbox/index.js';
 import { requestLogger } from '../../src/provider/http.js';
-import { accepted, type ProviderHandlers } from '../../src/provider/types.js';
+import { accepted, type ProviderHandlers } from '../../src/domain/handlers.js';
 import { memoryStore } from '../../src/store/memory.js';
 import { listen } from '../helpers/http.js';
 import { enqueue, fakeClock } from '../outbox/helpers.js';

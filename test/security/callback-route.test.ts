@@ -4,7 +4,7 @@ import express from 'express';
 import { marketplaceRouter } from '../../src/provider/router.js';
 import { memoryStore } from '../../src/store/memory.js';
 import { InvalidOptionsError } from '../../src/errors.js';
-import type { ProviderHandlers } from '../../src/provider/types.js';
+import type { ProviderHandlers } from '../../src/domain/handlers.js';
 import { listen, marketplaceClient } from '../helpers/http.js';
 
 const handlers: ProviderHandlers = {

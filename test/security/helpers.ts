@@ -5,7 +5,7 @@ import type { TestContext } from 'node:test';
 import express, { type Express } from 'express';
 import fc from 'fast-check';
 import { marketplaceRouter, memoryStore, type MarketplaceRouterOptions, type ProviderHandlers } from '../../src/index.js';
-import { LABEL_PATTERN, REGION_PATTERN } from '../../src/provider/schemas.js';
+import { LABEL_PATTERN, REGION_PATTERN } from '../../src/domain/schemas.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { createSigner, type Signer } from '../../src/testkit/signer.js';
 import { listen, type Running } from '../helpers/http.js';

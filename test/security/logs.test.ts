@@ -4,7 +4,7 @@ import express from 'express';
 import { marketplaceRouter } from '../../src/provider/router.js';
 import { memoryStore } from '../../src/store/memory.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
-import type { HandlerContext } from '../../src/provider/types.js';
+import type { HandlerContext } from '../../src/domain/handlers.js';
 import { listen, logCapture, marketplaceClient } from '../helpers/http.js';
 
 /** Every key of one JSON line, in order, duplicates included (JSON.parse would hide them). */

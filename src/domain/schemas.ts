@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { BadRequestError } from '../errors.js';
-import type { Features } from '../store/types.js';
+import type { Features } from './records.js';
 
 /** gaps.md, "Labels and regions". */
 export const LABEL_PATTERN = '^[a-z0-9][a-z0-9\\-_]{1,128}$';

@@ -1,5 +1,5 @@
-import type { Logger } from '../lib/logger.js';
-import type { CredentialRecord, CredentialValues, Features, ResourceRecord } from '../store/types.js';
+import type { Logger } from 'pino';
+import type { CredentialRecord, CredentialValues, Features, ResourceRecord } from './records.js';
 
 const ACCEPTED = Symbol.for('embedded-marketplace.accepted');
 
