@@ -13,8 +13,7 @@ import type { MigrationLedger } from '../migrations/apply-postgres.js';
 import { latestVersion } from '../migrations/types.js';
 import { mapError, openConnection, watchPool, type Connection, type PostgresConnectionOptions } from '../postgres/connection.js';
 import { applyMigrations, schemaVersion, type MigrationReport } from '../postgres/migrations.js';
-import type { CodeLimits, OAuthRecord, OAuthRecordKind, OAuthStore, RedeemResult } from '../../platform/oauth/store.js';
-import type { SeenEventClaim, SeenEventStore } from '../../platform/events.js';
+import type { CodeLimits, OAuthRecord, OAuthRecordKind, OAuthStore, RedeemResult, SeenEventClaim, SeenEventStore } from './types.js';
 
 // Advisory lock key of the platform migrations: "EP" and hashtext(schema), apart from the provider store's.
 const PLATFORM_LEDGER: MigrationLedger = { table: 'platform_schema_migrations', lockNamespace: 0x4550, label: 'platform stores' };
