@@ -1,7 +1,7 @@
 import { BadRequestError, InternalError, NotFoundError } from '../errors.js';
 import { parseRfc3339 } from '../lib/rfc3339.js';
 import type { Logger } from '../lib/logger.js';
-import type { Store } from '../store/types.js';
+import type { MeasuresStore } from '../store/types.js';
 import type { Answer } from '../idempotency/engine.js';
 import type { ProviderHandlers } from '../domain/handlers.js';
 
@@ -17,7 +17,7 @@ function periodParam(value: unknown, name: string): { text: string; at: number }
  * provider's `measures` handler, or else from the usage ledger kept in the store.
  */
 export async function answerMeasures(
-  deps: { store: Store; handlers: ProviderHandlers; logger: Logger },
+  deps: { store: MeasuresStore; handlers: ProviderHandlers; logger: Logger },
   id: string,
   query: Record<string, unknown>,
 ): Promise<Answer> {

@@ -1,6 +1,6 @@
 import { BadRequestError } from '../errors.js';
 import type { Logger } from '../lib/logger.js';
-import type { Store } from '../store/types.js';
+import type { UsageLedgerStore } from '../store/types.js';
 
 /** The first instant of the UTC month before the one holding `now` (section 8 retention). */
 export function retentionStart(now: number): number {
@@ -16,7 +16,7 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
  * for any period from it. Only the current and previous UTC billing months are kept (section 8);
  * older entries are pruned at most once an hour, on the recording path, so no timer is needed.
  */
-export function createUsageLedger(deps: { store: Store; now: () => number; logger: Logger }) {
+export function createUsageLedger(deps: { store: UsageLedgerStore; now: () => number; logger: Logger }) {
   let lastPrune = 0;
 
   async function prune(): Promise<number> {

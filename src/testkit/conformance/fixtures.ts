@@ -1,11 +1,19 @@
 /** Store conformance: the records, claims and helpers every group of cases builds on. */
 import assert from 'node:assert/strict';
 import { ConflictError } from '../../errors.js';
-import type { ClaimInput, ClaimResult, CredentialRecord, ListingStore, NewDelivery, OperationRecord, OperationRequest, ResourceRecord } from '../../store/types.js';
+import type { ClaimInput, ClaimResult, CredentialRecord, NewDelivery, OperationRecord, OperationRequest, ResourceRecord, Store, StoreDiagnostics } from '../../store/types.js';
 import type { StoreContractOptions, StoreUnderTest, TestFunctions } from './types.js';
 
-/** Registers one case on a fresh store. */
-export type Case = (title: string, body: (store: ListingStore) => Promise<void>) => void;
+/** An optional method of the contract (StoreDiagnostics). */
+export type OptionalMethod = keyof StoreDiagnostics;
+
+/** What a case needs beyond the required contract: it is reported skipped on a store without them. */
+export interface CaseOptions<K extends OptionalMethod> {
+  needs: readonly K[];
+}
+
+/** Registers one case on a fresh store; `needs` names the optional methods the case calls. */
+export type Case = <K extends OptionalMethod = never>(title: string, body: (store: Store & Pick<StoreDiagnostics, K>) => Promise<void>, options?: CaseOptions<K>) => void;
 
 /** What a group of cases registers with: the runner's `describe`, and {@link Case} on a fresh store. */
 export interface Suite {
@@ -76,7 +84,7 @@ export function delivery(id: string, overrides: Partial<NewDelivery> = {}): NewD
   };
 }
 
-export async function claimed(store: ListingStore, input: ClaimInput): Promise<OperationRecord> {
+export async function claimed(store: Store, input: ClaimInput): Promise<OperationRecord> {
   const result = await store.claimOperation(input);
   if (result.outcome !== 'claimed') assert.fail(`expected to claim ${input.key}, got ${result.outcome}`);
   return result.operation;
@@ -88,12 +96,12 @@ export function heldBy(result: ClaimResult): OperationRecord {
   return result.operation;
 }
 
-export async function putResource(store: ListingStore, record: ResourceRecord): Promise<void> {
+export async function putResource(store: Store, record: ResourceRecord): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${record.id}`, targetId: record.id, now: record.updatedAt }));
   await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: record } });
 }
 
-export async function putCredential(store: ListingStore, record: CredentialRecord): Promise<void> {
+export async function putCredential(store: Store, record: CredentialRecord): Promise<void> {
   const op = await claimed(
     store,
     claimInput({ key: `credential:${record.id}`, kind: 'provisionCredentials', targetId: record.id, request: { kind: 'provisionCredentials', resourceId: record.resourceId } }),
@@ -101,12 +109,12 @@ export async function putCredential(store: ListingStore, record: CredentialRecor
   await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: record } });
 }
 
-export async function deleteResource(store: ListingStore, id: string, deletedAt: number): Promise<void> {
+export async function deleteResource(store: Store, id: string, deletedAt: number): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, now: deletedAt }));
   await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id, deletedAt } });
 }
 
-export async function deleteCredential(store: ListingStore, id: string, deletedAt: number): Promise<void> {
+export async function deleteCredential(store: Store, id: string, deletedAt: number): Promise<void> {
   const op = await claimed(
     store,
     claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' }, now: deletedAt }),
@@ -117,7 +125,7 @@ export async function deleteCredential(store: ListingStore, id: string, deletedA
 /** A refusal of a put for a tombstoned id: 409 with its own code. */
 export const refusedAsDeleted = (error: unknown): boolean => error instanceof ConflictError && error.status === 409 && error.code === 'ERR_ENTITY_DELETED';
 
-export async function enqueue(store: ListingStore, record: NewDelivery): Promise<void> {
+export async function enqueue(store: Store, record: NewDelivery): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:for-${record.id}`, targetId: `for-${record.id}` }));
   await store.commitOperation(op.key, op.token, { mutation: { type: 'none' }, delivery: record });
 }
@@ -128,11 +136,20 @@ export const sortedIds = (records: readonly { id: string }[]): string[] => ids(r
 /** One test of a suite on a fresh store, skipped test by test (so the runner's summary counts them as skipped). */
 export function suiteTest(makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): Case {
   const skip = options.skip ?? false;
-  return (title: string, body: (store: ListingStore) => Promise<void>): void => {
-    options.it(title, { skip }, async () => {
+  return <K extends OptionalMethod = never>(title: string, body: (store: Store & Pick<StoreDiagnostics, K>) => Promise<void>, caseOptions?: CaseOptions<K>): void => {
+    const needs: readonly OptionalMethod[] = caseOptions?.needs ?? [];
+    options.it(title, { skip }, async (context) => {
       const { store, cleanup } = await makeStore();
       try {
-        await body(store as ListingStore);
+        const missing = needs.filter((method) => typeof (store as Partial<StoreDiagnostics>)[method] !== 'function');
+        if (missing.length > 0) {
+          // Never reported as passed: the rule was not checked.
+          const reason = `NOT CHECKED: the store has no ${missing.map((m) => `${m}()`).join(', ')} (optional, StoreDiagnostics), which this case needs`;
+          if (typeof context?.skip !== 'function') throw new Error(`${reason}; this test runner gives no way to report a skipped case (node:test and vitest do)`);
+          context.skip(reason);
+          return;
+        }
+        await body(store as Store & Pick<StoreDiagnostics, K>);
       } finally {
         await cleanup();
       }
@@ -153,7 +170,7 @@ export const credentialClaim = (id: string, resourceId: string | undefined, over
 export const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, fingerprint: '["deprovision"]', ...overrides });
 
-export async function pendingWith(store: ListingStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
+export async function pendingWith(store: Store, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
   const op = await claimed(store, input);
   return store.markOperationPending(op.key, op.token, {
     message: 'Working on it',
