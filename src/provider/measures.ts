@@ -39,8 +39,10 @@ export async function answerMeasures(
     if (!(await deps.store.hasUsage(id, start.at, end.at))) return { status: 204 };
     measures = await deps.store.sumUsage(id, start.at, end.at);
   }
+  // Features in one order (sorted), whatever order the store or handler gave them in: the
+  // answer for a closed period is the same bytes on every read and every instance.
   const clean: Record<string, number> = {};
-  for (const [feature, total] of Object.entries(measures)) {
+  for (const [feature, total] of Object.entries(measures).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (!Number.isSafeInteger(total)) {
       deps.logger.error({ resourceId: id, feature }, 'measures handler returned a total that is not an integer');
       throw new InternalError();
