@@ -407,7 +407,7 @@ export type MeasuresStore = Pick<EntityReads, 'getResource'> & UsageStore;
  * const health = createHealthCheck({ store: probe });
  * ```
  */
-export type HealthProbeStore = Partial<Pick<StoreDiagnostics, 'ping' | 'outboxStats'>> & Partial<Pick<EntityReads, 'getResource'>>;
+export type HealthProbeStore = Partial<Pick<StoreDiagnostics, 'ping' | 'outboxStats'>> & Partial<Pick<EntityReads, 'getResource'>> & { readonly kind?: string };
 
 /** A store with the listing and pruning diagnostics the bundled adapters have always had. */
 export type ListingStore = Store & Pick<StoreDiagnostics, 'listDeliveries' | 'listPendingOperations' | 'pruneTombstones' | 'pruneUsage'>;
