@@ -110,6 +110,7 @@ export function renderPage(nonce: string): string {
     if (m < 120) return m + ' min';
     return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
   }
+  function elapsed(ms) { return ms < 1000 ? Math.max(0, Math.round(ms)) + ' ms' : (ms / 1000).toFixed(1) + ' s'; }
   function headerLines(headers) {
     return Object.keys(headers || {}).map(function (h) { return h + ': ' + headers[h]; }).join(NL);
   }
@@ -155,6 +156,20 @@ export function renderPage(nonce: string): string {
     return text2;
   }
 
+  // '3 attempts received: 503 ×2, 204', in order, repeats folded.
+  function attemptsSummary(attempts) {
+    if (attempts.length === 0) return 'No attempt received yet.';
+    var runs = [];
+    attempts.forEach(function (a) {
+      var label = a.status + (a.authorized ? '' : ' (no valid token)');
+      var last = runs[runs.length - 1];
+      if (last && last.label === label) last.count++;
+      else runs.push({ label: label, count: 1 });
+    });
+    return attempts.length + (attempts.length === 1 ? ' attempt' : ' attempts') + ' received: ' +
+      runs.map(function (r) { return r.count > 1 ? r.label + ' ×' + r.count : r.label; }).join(', ');
+  }
+
   function renderCallback(entry) {
     var cb = entry.callback;
     var box = el('div', 'callback');
@@ -171,16 +186,21 @@ export function renderPage(nonce: string): string {
       line.appendChild(countdown);
     } else if (cb.settledAt) {
       line.appendChild(document.createTextNode(' · accepted by the fake connector at ' + clock(cb.settledAt) +
-        (entry.response ? ' (' + duration(Date.parse(cb.settledAt) - Date.parse(entry.response.at)) + ' after the 202)' : '')));
+        (entry.response ? ' (' + elapsed(Date.parse(cb.settledAt) - Date.parse(entry.response.at)) + ' after the 202)' : '')));
     }
     box.appendChild(line);
     if (cb.acceptedEarlier) box.appendChild(el('div', 'muted', 'A callback for this id had already been accepted at ' + clock(cb.acceptedEarlier) + ', before this request; only attempts since are listed.'));
-    var attempts = el('ol', 'attempts');
-    if (cb.attempts.length === 0) box.appendChild(el('div', 'muted', 'No attempt received yet.'));
-    cb.attempts.forEach(function (a) {
-      attempts.appendChild(el('li', '', clock(a.at) + ' → ' + a.status + (a.authorized ? '' : ' (no valid client_credentials token)')));
-    });
-    if (cb.attempts.length) box.appendChild(attempts);
+    box.appendChild(el('div', 'attempts-summary', attemptsSummary(cb.attempts)));
+    if (cb.attempts.length) {
+      var attempts = el('ol', 'attempts');
+      cb.attempts.forEach(function (a) {
+        attempts.appendChild(el('li', '', clock(a.at) + ' → ' + a.status + (a.authorized ? '' : ' (no valid client_credentials token)')));
+      });
+      // A provider retrying for a while sends many: the list with times folds away.
+      var all = details(entry.seq + ':attempts', 'all-attempts', 'Every attempt, with its time');
+      all.appendChild(attempts);
+      box.appendChild(all);
+    }
     if (cb.payload !== undefined) box.appendChild(el('pre', 'callback-payload', JSON.stringify(cb.payload, null, 2)));
     return box;
   }
