@@ -171,6 +171,27 @@ describe('marketplace simulator (serve)', () => {
     });
   });
 
+  describe('backend, rotation by replacing (--credential single)', () => {
+    it('deletes the current set first, then asks for a new one, and leaves older sets alone', async () => {
+      const s = await startExample({ simulator: { credential: 'single' } });
+      try {
+        assert.equal((await act(s.url, 'provision')).status, 200);
+        const two = await act(s.url, 'new-credentials');
+        const [older, current] = two.answer.state.credentials;
+        const rotated = await act(s.url, 'rotate');
+        assert.equal(rotated.status, 200, rotated.answer.message);
+        assert.deepEqual(rotated.answer.state.log.slice(0, 2).map((e) => [e.action, e.request.method]), [['provision credentials', 'PUT'], ['delete old credentials', 'DELETE']]);
+        assert.equal(rotated.answer.state.log[1]?.request.url.endsWith(`/v1/credentials/${current!.id}`), true, 'the newest set is the one replaced');
+        const ids = rotated.answer.state.credentials.map((c) => c.id);
+        assert.equal(ids.length, 2);
+        assert.equal(ids[0], older!.id);
+        assert.equal(ids.includes(current!.id), false);
+      } finally {
+        await s.close();
+      }
+    });
+  });
+
   describe('backend, what it shows when things go wrong', () => {
     it('keeps watching after the button gave up, and applies a late callback', async () => {
       const s = await startExample({ async: true, simulator: { callbackTimeoutMs: 200 } });
