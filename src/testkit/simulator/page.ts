@@ -245,18 +245,16 @@ export function renderPage(nonce: string): string {
     return box;
   }
 
-  function renderEntry(entry) {
-    var box = el('div', 'entry ' + outcomeClass(entry));
-    box.setAttribute('data-seq', String(entry.seq));
+  function renderHeadline(entry) {
     var head = el('div', 'headline');
     head.appendChild(el('span', 'seq', '#' + entry.seq + ' '));
     head.appendChild(stamp(entry.at, 'sent '));
     head.appendChild(document.createTextNode(' · ' + entry.action + ' → '));
     head.appendChild(el('span', 'result', resultText(entry)));
-    box.appendChild(head);
-    if (entry.callback) box.appendChild(renderCallback(entry));
-    if (entry.sso) box.appendChild(renderSso(entry));
+    return head;
+  }
 
+  function renderExchange(entry) {
     var exchange = el('div', 'exchange');
     var req = el('div', '');
     req.appendChild(el('p', 'label', 'Request'));
@@ -272,19 +270,23 @@ export function renderPage(nonce: string): string {
       ans.appendChild(el('pre', 'response', entry.error ? entry.error : 'not yet'));
     }
     exchange.appendChild(ans);
-    box.appendChild(exchange);
+    return exchange;
+  }
 
-    if (entry.signing) {
-      var d = details(entry.seq + ':signing', 'signing', 'Canonical string and signature');
-      d.appendChild(el('pre', 'canonical', entry.signing.canonical));
-      d.appendChild(el('pre', 'signature', 'X-Signature: ' + entry.signing.signature));
-      box.appendChild(d);
-    }
-    if (entry.curl) {
-      var c = details(entry.seq + ':curl', 'curl', 'curl (valid 5 minutes)');
-      c.appendChild(el('pre', 'curl-command', entry.curl));
-      box.appendChild(c);
-    }
+  function renderSigning(entry) {
+    var d = details(entry.seq + ':signing', 'signing', 'Canonical string and signature');
+    d.appendChild(el('pre', 'canonical', entry.signing.canonical));
+    d.appendChild(el('pre', 'signature', 'X-Signature: ' + entry.signing.signature));
+    return d;
+  }
+
+  function renderCurl(entry) {
+    var c = details(entry.seq + ':curl', 'curl', 'curl (valid 5 minutes)');
+    c.appendChild(el('pre', 'curl-command', entry.curl));
+    return c;
+  }
+
+  function renderTools(entry) {
     var tools = el('div', 'tools');
     if (entry.resendable) {
       var same = el('button', 'resend-same', 'Resend (same signature)');
@@ -307,12 +309,67 @@ export function renderPage(nonce: string): string {
       });
       tools.appendChild(copy);
     }
-    if (tools.childNodes.length) box.appendChild(tools);
-    return box;
+    return tools.childNodes.length ? tools : null;
   }
 
+  // Entries are kept by number and only the parts whose data changed are rebuilt: a button under
+  // the pointer stays the same element while callback attempts keep arriving.
+  var entries = {};
+  var PARTS = [
+    ['headline', function (e) { return [e.action, e.at, resultText(e)]; }, renderHeadline],
+    ['callback', function (e) { return e.callback || null; }, function (e) { return e.callback ? renderCallback(e) : null; }],
+    ['sso', function (e) { return e.sso || null; }, function (e) { return e.sso ? renderSso(e) : null; }],
+    ['exchange', function (e) { return [e.request, e.response || null, e.error || null]; }, renderExchange],
+    ['signing', function (e) { return !!e.signing; }, function (e) { return e.signing ? renderSigning(e) : null; }],
+    ['curl', function (e) { return !!e.curl; }, function (e) { return e.curl ? renderCurl(e) : null; }],
+    ['tools', function (e) { return [e.resendable, !!e.curl]; }, renderTools]
+  ];
+
+  function renderEntry(entry) {
+    var kept = entries[entry.seq];
+    if (!kept) {
+      kept = { node: el('div', ''), parts: {} };
+      kept.node.setAttribute('data-seq', String(entry.seq));
+      entries[entry.seq] = kept;
+    }
+    kept.node.className = 'entry ' + outcomeClass(entry);
+    PARTS.forEach(function (part) {
+      var name = part[0], key = JSON.stringify(part[1](entry));
+      var old = kept.parts[name];
+      if (old && old.key === key) return;
+      // An absent part holds its place with an empty comment, so parts keep their order.
+      var fresh = part[2](entry) || document.createComment(name);
+      if (old) kept.node.replaceChild(fresh, old.node);
+      else kept.node.appendChild(fresh);
+      kept.parts[name] = { key: key, node: fresh };
+    });
+    return kept.node;
+  }
+
+  function renderLog(state) {
+    var log = $('log');
+    var wanted = state.log.map(renderEntry);
+    var live = {};
+    state.log.forEach(function (entry) { live[entry.seq] = true; });
+    Object.keys(entries).forEach(function (seq) { if (!live[seq]) delete entries[seq]; });
+    if (wanted.length === 0) {
+      log.textContent = '';
+      log.appendChild(el('span', 'muted', 'Nothing sent yet.'));
+      return;
+    }
+    // Newest first: move or insert only what is not in place yet.
+    wanted.forEach(function (node, i) {
+      if (log.childNodes[i] !== node) log.insertBefore(node, log.childNodes[i] || null);
+    });
+    while (log.childNodes.length > wanted.length) log.removeChild(log.lastChild);
+  }
+
+  var credentialsKey = '';
   function renderCredentials(state) {
     var creds = $('credentials');
+    var key = JSON.stringify([state.credentials, reveal, busy()]);
+    if (key === credentialsKey) return;
+    credentialsKey = key;
     creds.textContent = '';
     if (state.credentials.length === 0) { creds.appendChild(el('span', 'muted', 'None.')); return; }
     state.credentials.forEach(function (set) {
@@ -365,10 +422,7 @@ export function renderPage(nonce: string): string {
     $('sso').setAttribute('aria-disabled', has ? 'false' : 'true');
     renderCredentials(state);
 
-    var log = $('log');
-    log.textContent = '';
-    if (state.log.length === 0) log.appendChild(el('span', 'muted', 'Nothing sent yet.'));
-    state.log.forEach(function (entry) { log.appendChild(renderEntry(entry)); });
+    renderLog(state);
     tick();
   }
 
