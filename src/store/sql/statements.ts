@@ -88,6 +88,10 @@ function sources(dialect: Dialect, schema: string | undefined) {
       INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at) VALUES (@requestId, @status, @sealed, @body, @expiresAt)
       ON CONFLICT (request_id) DO NOTHING`,
     pruneReplays: `DELETE FROM ${t('replays')} WHERE expires_at < @now`,
+    // recordReplay on PostgreSQL: a row back when this answer was the first one recorded.
+    recordReplay: `
+      INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at) VALUES (@requestId, @status, @sealed, @body, @expiresAt)
+      ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
 
     putDelivery: `
       INSERT INTO ${t('deliveries')} (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)
