@@ -411,6 +411,29 @@ describe('operation engine: every first answer is recorded (issue 19)', () => {
     assert.equal((await s.store.getResource('r1'))?.plan, 'large');
   });
 
+  it('a handler past the wait limit whose claim was lost by its commit still records its answer: the replay never runs it again', async () => {
+    const s = hooked();
+    await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-r1' }));
+    const commit = s.store.commitOperation.bind(s.store);
+    let lose = false;
+    s.store.commitOperation = async (key, token, input) => (lose ? { outcome: 'lease_lost' } : commit(key, token, input));
+    const gate = s.gate('changePlan');
+    const slow = s.call('changePlan', 'r1', { plan: 'large' }, { requestId: 'sig-slow' });
+    const first = s.answer(slow);
+    await gate.entered.promise;
+    await s.clock.advance(WAIT_MS);
+    assert.equal(statusOf(await first), 503);
+    lose = true;
+    gate.open.resolve();
+    await s.clock.settle();
+    lose = false;
+    await s.store.releaseOperation('resource:r1', (await s.store.getOperation('resource:r1'))!.token);
+    // Its recorded answer: the 503 of the lost claim (LeaseLostError), given as recorded.
+    assert.deepEqual(await s.answer(slow), { value: { status: 503, body: { message: 'Operation was taken over by another worker, retry later' } } });
+    assert.equal(s.calls.changePlan, 1, 'the replay did not run the handler again');
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+  });
+
   it('answers an identical request of a pending operation with its 202, recorded for its own signature', async () => {
     const s = hooked();
     await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-r1' }));
