@@ -36,6 +36,8 @@ const TABLE: Row[] = [
   { bug: 'ssoNoResourceCheck', fails: ['sso.sign-in', 'sso.tampered'] },
   { bug: 'ssoNoExchange', fails: ['sso.reused-code', 'sso.sign-in', 'sso.tampered'] },
   { bug: 'ssoNoCookie', fails: ['sso.sign-in'] },
+  { bug: 'noSsoRoute', fails: ['sso.sign-in'] },
+  { bug: 'noCredentialRoutes', fails: ['credentials.new'] },
   { bug: 'deleteAgain204', fails: ['cleanup.credential-again', 'cleanup.credentials-follow', 'cleanup.resource-again'] },
   { bug: 'resourceDeleteKeepsCredentials', fails: ['cleanup.credentials-follow'] },
   { bug: 'asyncNoCallback', mode: { async: true }, fails: ['provision.new'] },

@@ -84,6 +84,8 @@ export class RunContext {
   private current = 'none';
   /** How many token requests the fake had seen when the current case started. */
   private tokenMark = 0;
+  /** How many token requests the fake had seen when the run started (a given fake may have served earlier runs). */
+  private readonly runMark: number;
 
   constructor(
     readonly client: ProviderClient,
@@ -94,6 +96,7 @@ export class RunContext {
     private readonly onProgress: ((note: string) => void) | undefined,
   ) {
     this.state = { resourceId: undefined, plan: settings.plan, credentialId: undefined, credentials: undefined };
+    this.runMark = connector.tokenRequests.length;
     client.onAccepted = (callbackId) => this.owed.push({ callbackId, caseId: this.current, at: Date.now() });
   }
 
@@ -338,13 +341,18 @@ export class RunContext {
    */
   async settleCallbacks(): Promise<AcceptanceReport['callbacks']> {
     const pending = () => this.owed.filter((o) => this.connector.acceptedCallback(o.callbackId) === undefined);
-    const outstanding = pending();
+    // Worth waiting for: still within its timeout, not refused for good (400), and the provider's
+    // client is one the fake knows (after a 401 at the token endpoint no callback can get through).
+    const awaitable = () => {
+      if (this.connector.tokenRequests.slice(this.runMark).some((t) => t.grantType === 'client_credentials' && t.status === 401)) return [];
+      return pending().filter((o) => o.at + this.settings.callbackTimeoutMs > Date.now()
+        && !this.connector.callbacks.some((c) => c.id === o.callbackId && c.status === 400));
+    };
+    const outstanding = awaitable();
     if (outstanding.length > 0) {
       const last = Math.max(...outstanding.map((o) => o.at)) + this.settings.callbackTimeoutMs;
-      if (last > Date.now()) this.progress(`waiting up to ${seconds(last - Date.now())} s for ${outstanding.length} callback(s) still owed for 202 answers`);
-      while (pending().some((o) => o.at + this.settings.callbackTimeoutMs > Date.now())) {
-        await new Promise((resolve) => setTimeout(resolve, 25));
-      }
+      this.progress(`waiting up to ${seconds(last - Date.now())} s for ${outstanding.length} callback(s) still owed for 202 answers`);
+      while (awaitable().length > 0) await new Promise((resolve) => setTimeout(resolve, 25));
     }
     const unacknowledged = pending().map((o) => ({ caseId: o.caseId, callbackId: o.callbackId }));
     return { expected: this.owed.length, acknowledged: this.owed.length - unacknowledged.length, unacknowledged };

@@ -63,6 +63,8 @@ export interface ToyBugs {
   noRetryOn401: boolean;
   /** No /v1/sso route at all: the framework's bare (HTML) 404, which says nothing about single sign-on. */
   noSsoRoute: boolean;
+  /** No credential routes: a JSON 404 for every request to /v1/credentials/:id. */
+  noCredentialRoutes: boolean;
 }
 
 export const TOY_CATALOG: Record<string, { plans: string[]; regions: string[] }> = {
@@ -235,6 +237,12 @@ export function createToyProvider(options: ToyOptions): express.Express {
     }
     res.json({ resource_id: req.params.id, period_start: req.query.period_start, period_end: req.query.period_end, measures: { 'widget-hours': bugs.measuresWrongShape === true ? '3' : 3 } });
   });
+
+  if (bugs.noCredentialRoutes === true) {
+    app.all('/v1/credentials/:id', (_req, res) => {
+      res.status(404).json({ message: 'Not found' });
+    });
+  }
 
   app.put('/v1/credentials/:id', (req, res) => {
     const id = req.params.id;
