@@ -124,6 +124,23 @@ describe('cases whose check could not be made', () => {
     assert.match(report.cases.find((c) => c.id === 'credentials.unknown-resource')?.detail ?? '', /\(credentials\.new\) was refused too \(404\)/);
   });
 
+  it('answers that are allowed but carry nothing to check are NOT CHECKED: a 204 to a credential repeat, a 204 for usage', async () => {
+    const report = await runAgainstToy({ credentialRepeat204: true, measuresNoUsage: true });
+    assert.deepEqual(failedIds(report), [], explain(report));
+    assert.deepEqual(idsWith(report, 'not-checked'), ['credentials.repeat', 'measures.period']);
+    assert.match(report.cases.find((c) => c.id === 'credentials.repeat')?.detail ?? '', /^answered 204, which a repeat may, but with no credentials/);
+    assert.match(report.cases.find((c) => c.id === 'measures.period')?.detail ?? '', /^answered 204 \(no usage yet\), which is allowed: the shape of a usage report \(200\) could not be checked/);
+    // 204 for usage still shows the route knows the resource: the refusal cases after it stand.
+    assert.equal(report.cases.find((c) => c.id === 'measures.unknown-resource')?.status, 'passed');
+  });
+
+  it('a 404 for the credentials of a deleted resource proves nothing when every credential delete answers 404', async () => {
+    const report = await runAgainstToy({ credentialDelete404: true });
+    assert.deepEqual(failedIds(report), ['cleanup.credential', 'rotation.delete-old'], explain(report));
+    assert.equal(report.cases.find((c) => c.id === 'cleanup.credentials-follow')?.status, 'not-checked');
+    assert.match(report.cases.find((c) => c.id === 'cleanup.credentials-follow')?.detail ?? '', /no DELETE of a live credential set succeeded/);
+  });
+
   it('counts not-checked cases apart in the summary, never as passed', () => {
     const base = { feature: 'provision', passed: false, expected: 'e', durationMs: 1 } as const;
     const report = {

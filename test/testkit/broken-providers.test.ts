@@ -38,6 +38,7 @@ const TABLE: Row[] = [
   { bug: 'ssoNoCookie', fails: ['sso.sign-in'] },
   { bug: 'noSsoRoute', fails: ['sso.sign-in'] },
   { bug: 'noCredentialRoutes', fails: ['credentials.new'] },
+  { bug: 'credentialDelete404', fails: ['cleanup.credential', 'rotation.delete-old'] },
   { bug: 'deleteAgain204', fails: ['cleanup.credential-again', 'cleanup.credentials-follow', 'cleanup.resource-again'] },
   { bug: 'resourceDeleteKeepsCredentials', fails: ['cleanup.credentials-follow'] },
   { bug: 'asyncNoCallback', mode: { async: true }, fails: ['provision.new'] },

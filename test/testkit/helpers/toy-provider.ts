@@ -65,6 +65,12 @@ export interface ToyBugs {
   noSsoRoute: boolean;
   /** No credential routes: a JSON 404 for every request to /v1/credentials/:id. */
   noCredentialRoutes: boolean;
+  /** An identical credential repeat answers 204 (allowed), so nothing can be compared. */
+  credentialRepeat204: boolean;
+  /** Measures of a known resource answer 204 (no usage: allowed). */
+  measuresNoUsage: boolean;
+  /** Every credential DELETE answers 404, live sets included. */
+  credentialDelete404: boolean;
 }
 
 export const TOY_CATALOG: Record<string, { plans: string[]; regions: string[] }> = {
@@ -235,6 +241,10 @@ export function createToyProvider(options: ToyOptions): express.Express {
       else res.status(404).json({ message: 'No such widget' });
       return;
     }
+    if (bugs.measuresNoUsage === true) {
+      res.status(204).end();
+      return;
+    }
     res.json({ resource_id: req.params.id, period_start: req.query.period_start, period_end: req.query.period_end, measures: { 'widget-hours': bugs.measuresWrongShape === true ? '3' : 3 } });
   });
 
@@ -257,6 +267,10 @@ export function createToyProvider(options: ToyOptions): express.Express {
         res.status(409).json({ message: 'Credential exists for another widget' });
         return;
       }
+      if (bugs.credentialRepeat204 === true) {
+        res.status(204).end();
+        return;
+      }
       if (bugs.credentialRepeatNewValues === true) existing.values = newValues(body.resource_id);
       res.status(201).json({ message: 'Credentials ready', credentials: existing.values });
       return;
@@ -272,7 +286,7 @@ export function createToyProvider(options: ToyOptions): express.Express {
   });
 
   app.delete('/v1/credentials/:id', (req, res) => {
-    if (!credentials.delete(req.params.id)) {
+    if (bugs.credentialDelete404 === true || !credentials.delete(req.params.id)) {
       if (bugs.deleteAgain204 === true) res.status(204).end();
       else res.status(404).json({ message: 'No such credentials' });
       return;
