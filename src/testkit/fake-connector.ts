@@ -41,6 +41,11 @@ export interface FakeResource extends ConnectorResource {
  * Why a bearer token was refused: none sent, one this connector cannot have granted (another client,
  * another tool), expired, revoked by {@link FakeConnector.revokeTokens}, or an SSO token where a
  * client_credentials one is needed.
+ *
+ * @example
+ * ```ts
+ * const refused = fake.callbacks.filter((c) => c.authProblem === 'revoked');
+ * ```
  */
 export type FakeTokenProblem = 'missing' | 'unknown' | 'expired' | 'revoked' | 'not-client-credentials';
 

@@ -20,10 +20,22 @@ export const FEATURE_DEPENDENCIES: Readonly<Record<Feature, readonly Feature[]>>
 /**
  * Features a provider may leave out: when it answers that one is not configured, its cases are
  * SKIP with that reason, unless the feature is in `require` (`--require`), where they FAIL.
+ *
+ * @example
+ * ```ts
+ * const report = await runAcceptance({ ...options, require: [...OPTIONAL_FEATURES] });
+ * ```
  */
 export const OPTIONAL_FEATURES = ['sso'] as const;
 
-/** A feature a provider may leave out (`--require <feature>` makes it mandatory). */
+/**
+ * A feature a provider may leave out (`--require <feature>` makes it mandatory).
+ *
+ * @example
+ * ```ts
+ * const required: OptionalFeature[] = ['sso'];
+ * ```
+ */
 export type OptionalFeature = (typeof OPTIONAL_FEATURES)[number];
 
 /**
@@ -31,6 +43,11 @@ export type OptionalFeature = (typeof OPTIONAL_FEATURES)[number];
  * feature the provider does not have, or a case whose prerequisite failed) or `not-checked` (run,
  * but the suite could not make its check, e.g. a conflict with a made-up product that the
  * provider refused as unknown; never counted as passed).
+ *
+ * @example
+ * ```ts
+ * const unchecked = report.cases.filter((c) => c.status === ('not-checked' satisfies CaseStatus));
+ * ```
  */
 export type CaseStatus = 'passed' | 'failed' | 'skipped' | 'not-checked';
 
