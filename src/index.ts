@@ -5,6 +5,7 @@
  */
 export { marketplaceRouter } from './provider/router.js';
 export type { MarketplaceRouter, MarketplaceRouterOptions, ConnectorOptions, SsoOptions, CompletionTarget } from './provider/router.js';
+export type { RecordUsageOptions, UsageOptions } from './provider/usage.js';
 export { accepted, isAccepted } from './domain/handlers.js';
 export type {
   Accepted,
