@@ -43,7 +43,7 @@ type ClaimRow =
     }
   | { outcome: 'unavailable' };
 
-export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
+export { generateEncryptionKey, DecryptionError, MissingEncryptionKeyError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
 export { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore, type PlatformPostgresOptions, type PlatformPostgresStore, type PostgresOAuthStore, type PostgresSeenEventStore } from './platform-postgres.js';
 
 const FACTORY = 'postgresStore';
