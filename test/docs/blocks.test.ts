@@ -5,7 +5,7 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
-import { blocksOf, docPages, isShell, isTypeScript, root, sourcePaths, type Block } from './blocks.js';
+import { blocksOf, docPages, isShell, isTypeScript, root, packagePaths, type Block } from './blocks.js';
 
 // The code of docs/*.md runs, as the README's does: every TypeScript block type-checks against the
 // package (strict, the repository's tsconfig), every shell block passes `bash -n`, and every shell
@@ -62,7 +62,7 @@ describe('docs/*.md code blocks', () => {
       });
       writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
         extends: relative(dir, join(root, 'tsconfig.json')),
-        compilerOptions: { noEmit: true, rootDir: root, baseUrl: '.', paths: sourcePaths() },
+        compilerOptions: { noEmit: true, rootDir: root, baseUrl: '.', paths: packagePaths() },
         files: [...Object.keys(FIXTURES), ...files.keys()],
       }));
       const result = await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json'), '--pretty', 'false'], { cwd: dir, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 })

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -63,15 +63,19 @@ export function blocksOf(page: string): Block[] {
 export const isTypeScript = (block: Block): boolean => block.language === 'ts' || block.language === 'typescript';
 export const isShell = (block: Block): boolean => ['sh', 'bash', 'shell'].includes(block.language);
 
-/** The package's entry points mapped to their sources, for a type-check without a build. */
-export function sourcePaths(): Record<string, string[]> {
+/**
+ * The package's entry points mapped to their built declarations (dist/, which the test runner builds
+ * first): a block compiles against the types a user of the package gets.
+ */
+export function packagePaths(): Record<string, string[]> {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
   const paths: Record<string, string[]> = {};
   for (const [entry, target] of Object.entries(pkg.exports)) {
     const types = (target as { import?: { types?: string } }).import?.types;
     if (types === undefined) continue;
-    const specifier = entry === '.' ? 'embedded-marketplace' : `embedded-marketplace/${entry.slice(2)}`;
-    paths[specifier] = [join(root, types.replace(/^\.\/dist\//, 'src/').replace(/\.d\.ts$/, '.ts'))];
+    const file = join(root, types);
+    if (!existsSync(file)) throw new Error(`${file} is missing: build first (node scripts/run-tests.mjs does)`);
+    paths[entry === '.' ? 'embedded-marketplace' : `embedded-marketplace/${entry.slice(2)}`] = [file];
   }
   return paths;
 }

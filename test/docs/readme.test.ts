@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { NPM_ENV, packTarball } from '../helpers/pack.js';
-import { sourcePaths } from './blocks.js';
+import { packagePaths } from './blocks.js';
 
 // The README's own path, literally, outside this repository: the package packed as `npm pack`
 // makes it, installed into an empty project of a "user" as the Install section says, the README's
@@ -49,7 +49,7 @@ describe('README', () => {
       });
       writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
         extends: '../../tsconfig.json',
-        compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '.', paths: sourcePaths() },
+        compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '.', paths: packagePaths() },
         files,
       }));
       await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json')], { cwd: root, timeout: 180_000 })
