@@ -12,6 +12,7 @@
 export { marketplaceRouter } from './provider/router.js';
 export type { MarketplaceRouter, CompletionTarget } from './provider/router.js';
 export type { MarketplaceRouterOptions, ConnectorOptions, SsoOptions } from './provider/root.js';
+export type { RecordUsageOptions, UsageOptions } from './provider/usage.js';
 
 // ---- Your handlers: what they receive and answer -------------------------------------------------
 export { accepted, isAccepted } from './domain/handlers.js';
@@ -51,6 +52,7 @@ export {
   SignatureError,
   UnauthorizedError,
   UnsupportedMediaTypeError,
+  UsagePeriodClosedError,
 } from './errors.js';
 export type { ErrorCode, MarketplaceErrorOptions } from './errors.js';
 
@@ -87,7 +89,9 @@ export type {
   EntityReads,
   EntitySnapshot,
   Features,
+  HealthProbeStore,
   ListingStore,
+  MeasuresStore,
   Mutation,
   NewDelivery,
   OperationKind,
@@ -102,6 +106,7 @@ export type {
   Store,
   StoreDiagnostics,
   UsageEntry,
+  UsageLedgerStore,
   UsageStore,
 } from './store/types.js';
 export type { OutboxStats as StoreOutboxStats } from './store/types.js';

@@ -18,6 +18,8 @@
 
 // ---- The contract: the parts an adapter implements -------------------------------------------------
 export type { Store, EntityReads, OperationStore, DeliveryStore, UsageStore, StoreDiagnostics, DiagnosableStore, ListingStore } from './types.js';
+// The narrow parts one consumer needs: the usage ledger, the measures route, the health check.
+export type { UsageLedgerStore, MeasuresStore, HealthProbeStore } from './types.js';
 
 // ---- What the methods take and answer -------------------------------------------------------------
 export type {

@@ -13,7 +13,7 @@ import { InvalidOptionsError, LeaseLostError, ServiceUnavailableError } from '..
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { generateEncryptionKey } from '../../src/store/crypto.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
-import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
+import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/index.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { heldBy, operationTableContract, storeContract } from './contract.js';

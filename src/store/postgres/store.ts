@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
-import type { Pool, PoolClient, PoolConfig, QueryResultRow } from 'pg';
-import { InvalidOptionsError, LeaseLostError, MarketplaceError, NotFoundError, ServiceUnavailableError } from '../errors.js';
-import { createLogger, type Logger } from '../lib/logger.js';
-import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { entityDeletedError } from './common.js';
-import { storeCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
+import type { Pool, QueryResultRow } from 'pg';
+import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../../errors.js';
+import { asOptionsObject, integerOption, rejectUnknownKeys } from '../../lib/options.js';
+import { entityDeletedError } from '../common.js';
+import { storeCipher, type EncryptionKeyOption, type SecretCipher } from '../crypto.js';
 import {
   byDue,
   claimValues,
@@ -20,13 +18,15 @@ import {
   type ReplayRow,
   replayBody,
   type ResourceRow,
-} from './durable.js';
-import { bind } from './sql/dialect.js';
-import { statements as compileStatements, type StatementName } from './sql/statements.js';
-import { POSTGRES_MIGRATIONS } from './migrations/postgres.js';
-import { applyPostgresMigrations } from './migrations/apply-postgres.js';
-import { latestVersion, type Migration } from './migrations/types.js';
-import type { ClaimInput, ClaimResult, CommitInput, DiagnosableStore, ReplayRecord } from './types.js';
+} from '../durable.js';
+import { bind } from '../sql/dialect.js';
+import { statements as compileStatements, type StatementName } from '../sql/statements.js';
+import { POSTGRES_MIGRATIONS } from '../migrations/postgres.js';
+import { latestVersion } from '../migrations/types.js';
+import type { ClaimInput, ClaimResult, CommitInput, DiagnosableStore, ReplayRecord } from '../types.js';
+import { batched } from './batch.js';
+import { mapError, openConnection, watchPool, type PostgresConnectionOptions } from './connection.js';
+import { applyMigrations, schemaVersion, STORE_LEDGER } from './migrations.js';
 
 /** What the claim_operation function of migration 3 answers (rows as JSON). */
 type ClaimRow =
@@ -43,27 +43,7 @@ type ClaimRow =
     }
   | { outcome: 'unavailable' };
 
-export { generateEncryptionKey, DecryptionError, MissingEncryptionKeyError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
-export { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore, type PlatformPostgresOptions, type PlatformPostgresStore, type PostgresOAuthStore, type PostgresSeenEventStore } from './platform-postgres.js';
-
 const FACTORY = 'postgresStore';
-const DEFAULT_SCHEMA = 'embedded_marketplace';
-const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
-// First half of the advisory lock key ("EM"); the second is hashtext(schema), so stores in different
-// schemas of one database migrate independently.
-const LOCK_NAMESPACE = 0x454d;
-
-/** Connection settings shared by {@link postgresStore} and {@link migratePostgres}. */
-export interface PostgresConnectionOptions {
-  /** A `pg` Pool the host app owns (and ends). Give this or `connectionString`. */
-  pool?: Pool;
-  /** `postgres://user:password@host:port/database`: the store makes and owns its pool. */
-  connectionString?: string;
-  /** Schema holding the tables; created when missing. `[a-z_][a-z0-9_]*`. Default `embedded_marketplace`. */
-  schema?: string;
-  /** pino logger (a child is used), or `false` for silence. Default: the package's redacting logger. */
-  logger?: Logger | false;
-}
 
 /** Options of {@link postgresStore}. */
 export interface PostgresStoreOptions extends PostgresConnectionOptions {
@@ -89,165 +69,6 @@ export interface PostgresStore extends DiagnosableStore {
   /** Resolves once migrations ran (or the schema was checked); rejects with the reason otherwise. Retried on the next call. */
   ready(): Promise<void>;
 }
-
-/** What {@link migratePostgres} did. */
-export interface MigrationReport {
-  schema: string;
-  /** Schema version after the run. */
-  version: number;
-  /** Versions applied by this run (empty when already up to date). */
-  applied: number[];
-}
-
-// Node socket errors and pg's own messages for a connection that is gone or never came.
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
-const CONNECTION_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Cannot use a pool after calling end|Connection closed|connection timeout/i;
-
-/** Whether the connection itself failed or is gone (so it must not go back to the pool). */
-function isConnectionError(error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return false;
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  if (typeof code === 'string' && (NETWORK_CODES.has(code) || /^08/.test(code) || /^57P0/.test(code))) return true;
-  if (error instanceof AggregateError) return error.errors.some(isConnectionError);
-  return typeof message === 'string' && CONNECTION_MESSAGES.test(message);
-}
-
-/**
- * Whether a pg error means "try again later" rather than "this statement is wrong": no connection
- * (08xxx, socket errors), the server shutting down or starting (57P0x), out of resources (53xxx),
- * a serialization failure or deadlock (40001, 40P01), a canceled statement or lock timeout (57014,
- * 55P03), a read-only server after a failover (25006), an I/O error (58xxx).
- */
-export function isTransientPostgresError(error: unknown): boolean {
-  if (isConnectionError(error)) return true;
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && (/^(53|58)/.test(code) || ['40001', '40P01', '57014', '25006', '55P03'].includes(code));
-}
-
-function mapError(error: unknown): unknown {
-  if (error instanceof MarketplaceError) return error;
-  if (isTransientPostgresError(error)) return new ServiceUnavailableError(undefined, undefined, { cause: error });
-  return error;
-}
-
-function loadPool(): typeof Pool {
-  try {
-    return (createRequire(import.meta.url)('pg') as { Pool: typeof Pool }).Pool;
-  } catch (error) {
-    throw new Error(`${FACTORY} needs the optional peer dependency pg: run \`npm install pg\``, { cause: error });
-  }
-}
-
-interface Connection {
-  pool: Pool;
-  ownsPool: boolean;
-  schema: string;
-  logger: Logger;
-}
-
-function openConnection(factory: string, options: Record<string, unknown>, poolSize: number | undefined): Connection {
-  const { pool, connectionString } = options;
-  if ((pool === undefined) === (connectionString === undefined)) {
-    throw new InvalidOptionsError(`${factory}: give exactly one of "pool" (a pg Pool) or "connectionString" (postgres://user:password@host:5432/database)`);
-  }
-  const schema = options.schema ?? DEFAULT_SCHEMA;
-  if (typeof schema !== 'string' || !SCHEMA_PATTERN.test(schema)) {
-    throw new InvalidOptionsError(`${factory}: option "schema" must match ${SCHEMA_PATTERN.source} (lowercase letters, digits, underscores; at most 63)`);
-  }
-  const logger = createLogger(optionalLogger<Logger>(factory, options), { component: 'store', store: 'postgres', schema });
-  if (pool !== undefined) {
-    if (typeof pool !== 'object' || pool === null || typeof (pool as Pool).query !== 'function' || typeof (pool as Pool).connect !== 'function') {
-      throw new InvalidOptionsError(`${factory}: option "pool" must be a pg Pool (new Pool({ connectionString }))`);
-    }
-    if (poolSize !== undefined) throw new InvalidOptionsError(`${factory}: option "poolSize" applies to the store's own pool only; size the pool you pass with its "max" option`);
-    return { pool: pool as Pool, ownsPool: false, schema, logger };
-  }
-  if (typeof connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(connectionString)) {
-    // Never echo it: it usually carries a password.
-    throw new InvalidOptionsError(`${factory}: option "connectionString" must be a postgres:// or postgresql:// URL`);
-  }
-  const PoolClass = loadPool();
-  const config: PoolConfig = {
-    connectionString,
-    max: poolSize ?? 10,
-    // Without it a request waits forever for a server that does not answer; with it, 503 in 5 s.
-    connectionTimeoutMillis: 5000,
-    idleTimeoutMillis: 30_000,
-    // Idle connections and their timers must not keep the process alive.
-    allowExitOnIdle: true,
-    application_name: 'embedded-marketplace',
-  };
-  return { pool: new PoolClass(config), ownsPool: true, schema, logger };
-}
-
-/** Runs `work` in a transaction on one pooled connection; a broken connection is discarded, not reused. */
-async function inTransaction<T>(pool: Pool, logger: Logger, work: (client: PoolClient) => Promise<T>): Promise<T> {
-  let client: PoolClient;
-  try {
-    client = await pool.connect();
-  } catch (error) {
-    throw mapError(error);
-  }
-  // pg emits 'error' on a checked-out client whose connection dies between two queries; without a
-  // listener that is an uncaught exception.
-  let broken: Error | undefined;
-  const onError = (error: Error): void => {
-    broken = error;
-    logger.warn({ err: { message: error.message, code: (error as { code?: unknown }).code } }, `${FACTORY}: connection lost during a transaction`);
-  };
-  client.on('error', onError);
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    if (broken === undefined && isConnectionError(error)) broken = error as Error;
-    if (broken === undefined) {
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError as Error;
-      });
-    }
-    throw mapError(error);
-  } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
-  }
-}
-
-async function applyMigrations(connection: Connection, migrations: readonly Migration[]): Promise<MigrationReport> {
-  const { pool, schema, logger } = connection;
-  const latest = latestVersion(migrations);
-  const { current, applied } = await inTransaction(pool, logger, (client) =>
-    applyPostgresMigrations(client, schema, { table: 'schema_migrations', lockNamespace: LOCK_NAMESPACE, label: FACTORY }, migrations, logger));
-  if (current > latest) {
-    logger.warn({ schemaVersion: current, supported: latest }, `${FACTORY}: schema "${schema}" was migrated by a newer release (version ${current}, this one knows ${latest}); continuing, as migrations are additive`);
-  }
-  return { schema, version: Math.max(current, latest), applied };
-}
-
-/**
- * Applies the store's pending migrations, for a deploy step or a CLI, and answers what it did. Safe
- * to run from several processes at once (an advisory lock serializes them) and to repeat.
- *
- * @example
- * ```ts
- * import { migratePostgres } from 'embedded-marketplace/stores/postgres';
- * const report = await migratePostgres({ connectionString: process.env.DATABASE_URL! });
- * console.log(`schema ${report.schema} at version ${report.version}`);
- * ```
- */
-export async function migratePostgres(options: PostgresConnectionOptions): Promise<MigrationReport> {
-  const opts = asOptionsObject('migratePostgres', options);
-  rejectUnknownKeys('migratePostgres', opts, ['pool', 'connectionString', 'schema', 'logger']);
-  const connection = openConnection('migratePostgres', opts, undefined);
-  try {
-    return await applyMigrations(connection, POSTGRES_MIGRATIONS);
-  } finally {
-    if (connection.ownsPool) await connection.pool.end();
-  }
-}
-
 
 /**
  * A durable store in PostgreSQL (`pg`) that several instances of a provider share: idempotency,
@@ -286,26 +107,14 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   const { pool, schema, logger } = connection;
   const t = (table: string): string => `"${schema}".${table}`;
 
-  // An idle pooled connection that dies emits 'error' on the pool; unhandled, that would crash the
-  // process. The pool drops the connection and opens a new one on the next request.
-  const onPoolError = (error: Error): void => {
-    logger.warn({ err: { message: error.message, code: (error as { code?: unknown }).code } }, `${FACTORY}: idle connection lost; the pool reconnects on the next request`);
-  };
-  pool.on('error', onPoolError);
+  const unwatchPool = watchPool(connection, FACTORY);
 
   async function start(): Promise<void> {
     if (migrate) {
-      await applyMigrations(connection, POSTGRES_MIGRATIONS);
+      await applyMigrations(connection, STORE_LEDGER, POSTGRES_MIGRATIONS);
       return;
     }
-    let version: number;
-    try {
-      const result = await pool.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${t('schema_migrations')}`);
-      version = result.rows[0]?.version ?? 0;
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== '42P01') throw error;
-      version = 0;
-    }
+    const version = await schemaVersion(pool, schema, STORE_LEDGER);
     const latest = latestVersion(POSTGRES_MIGRATIONS);
     if (version < latest) {
       throw new Error(`${FACTORY}: schema "${schema}" is at version ${version}, this release needs ${latest}: run migratePostgres({ connectionString, schema: '${schema}' }) or set migrate: true`);
@@ -576,67 +385,10 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       closed = true;
       // Let a start-up in flight finish before the pool goes away under it.
       await starting?.catch(() => undefined);
-      pool.removeListener('error', onPoolError);
+      unwatchPool();
       if (connection.ownsPool) await pool.end();
     },
 
   };
   return store;
-}
-
-/** Greatest number of calls sent in one statement. */
-const MAX_BATCH = 64;
-
-/**
- * Group calls for PostgreSQL: the claims, or the commits, that arrive in the same turn of the event
- * loop go to the server as ONE statement (`claim_operations` / `commit_operations`, migration 4),
- * so they share one round trip, one transaction and, for commits, one WAL flush, instead of paying
- * each per request. Each call keeps its own answer: the functions answer a refusal (busy, a lost
- * lease, a deleted entity) without writing anything, so one refusal does not disturb the others.
- * When the batch as a whole fails (a deadlock with another instance's batch, an error in one
- * call), nothing of it was kept, and each call is sent again on its own, so an error reaches only
- * the call that causes it. A lone call is sent as the plain function call.
- */
-function batched<R>(send: { single(params: unknown[]): Promise<R>; batch(columns: unknown[][]): Promise<R[]> }): (params: unknown[]) => Promise<R> {
-  interface Queued {
-    params: unknown[];
-    resolve(result: R): void;
-    reject(error: unknown): void;
-  }
-  const queue: Queued[] = [];
-  let scheduled = false;
-
-  function runAlone(item: Queued): void {
-    send.single(item.params).then(item.resolve, item.reject);
-  }
-
-  function flush(): void {
-    scheduled = false;
-    while (queue.length > 0) {
-      const group = queue.splice(0, MAX_BATCH);
-      if (group.length === 1) {
-        runAlone(group[0]!);
-        continue;
-      }
-      // Column-wise: the functions take one array per parameter.
-      const columns = group[0]!.params.map((_, column) => group.map((item) => item.params[column]));
-      send.batch(columns).then((results) => {
-        if (results.length !== group.length) throw new Error(`a batch of ${group.length} calls answered ${results.length} results`);
-        group.forEach((item, index) => item.resolve(results[index]!));
-      }).catch(() => {
-        // Rolled back as a whole: every call again, alone.
-        for (const item of group) runAlone(item);
-      });
-    }
-  }
-
-  return (params) =>
-    new Promise<R>((resolve, reject) => {
-      queue.push({ params, resolve, reject });
-      if (!scheduled) {
-        scheduled = true;
-        // setImmediate, not a microtask: requests whose I/O completed in the same turn get to join.
-        setImmediate(flush);
-      }
-    });
 }
