@@ -18,7 +18,7 @@ import { DEFAULT_TOLERANCE_MS } from '../signature/index.js';
 import { memoryStore } from '../store/memory.js';
 import type { Store } from '../store/types.js';
 import type { Catalog, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
-import { createUsageLedger } from './usage.js';
+import { createUsageLedger } from '../core/usage.js';
 
 /**
  * The provider's composition root: options checked once, and the parts built from them (store,

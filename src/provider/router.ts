@@ -6,7 +6,7 @@ import { signatureCheck } from '../signature/middleware.js';
 import { ssoHandler } from '../sso/index.js';
 import type { OperationKind, OperationRecord, Store } from '../store/types.js';
 import { catchRejections, decodePathId, errorResponder, requestIdOf, requestLogger, send, sendJson } from './http.js';
-import { answerMeasures } from './measures.js';
+import { answerMeasures } from '../core/measures.js';
 import { composeProvider, FACTORY, type MarketplaceRouterOptions } from './root.js';
 import { validatePathId } from '../domain/schemas.js';
 import type { Completion } from '../domain/handlers.js';
