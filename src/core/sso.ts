@@ -119,8 +119,8 @@ function isWebRequest(request: Request | Pick<IncomingMessage, 'headers'>): requ
   return typeof (request.headers as { get?: unknown }).get === 'function';
 }
 
-function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
+function single(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
 /** A hook's headers as a record (Set-Cookie kept as a list). */
