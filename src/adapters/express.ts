@@ -6,7 +6,7 @@
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { InvalidOptionsError, isMarketplaceError } from '../errors.js';
-import { asOptionsObject } from '../lib/options.js';
+import { asOptionsObject, optionalFunction, rejectUnknownKeys } from '../lib/options.js';
 import type { Completion } from '../domain/handlers.js';
 import type { HealthReport } from '../observability/health-check.js';
 import type { OperationRecord, Store } from '../store/types.js';
@@ -98,6 +98,16 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
   if (ssoOption !== undefined && typeof ssoOption !== 'boolean' && (typeof ssoOption !== 'object' || ssoOption === null)) {
     throw new InvalidOptionsError(`${FACTORY}: option "sso" must be true, false or { dashboardUrl, onError }`);
   }
+  const ssoOn = ssoOption !== undefined && ssoOption !== false;
+  // Checked before anything starts (the callback worker's timer).
+  if (ssoOn && raw.connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
+  if (typeof ssoOption === 'object') {
+    const name = `${FACTORY}: option "sso"`;
+    const sso = asOptionsObject(name, ssoOption);
+    rejectUnknownKeys(name, sso, ['dashboardUrl', 'onError']);
+    optionalFunction(name, sso, 'dashboardUrl');
+    optionalFunction(name, sso, 'onError');
+  }
   const parts = composeProvider(FACTORY, options, ['sso']);
   const core = new ProviderCore(parts, { ssoOff: SSO_OFF });
   const { logger, signature, connector } = parts;
@@ -168,11 +178,7 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
     if (log.enabled()) log.watch(res, req.method, '/v1/sso', req.headers['x-callback-id'], requestIdOf(req), lockedCode);
     next();
   });
-  if (ssoOption !== undefined && ssoOption !== false) {
-    if (connector === undefined) {
-      void parts.close();
-      throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
-    }
+  if (ssoOn && connector !== undefined) {
     const sso = ssoOption === true ? {} : ssoOption as SsoOptions;
     ssoRoute.get(ssoHandler({
       connector, logger, now: parts.clock.now,

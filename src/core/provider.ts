@@ -197,7 +197,7 @@ export class ProviderCore {
     const headers = headerRecord(request.headers, url.host);
     const watched = this.log.start(method, relative!, headers['x-callback-id'], undefined);
     const answer = await this.#fetchAnswer(request, match, method, url, headers);
-    if (watched !== undefined) this.log.finish(watched, answer instanceof Response ? answer.status : answer.status, answer instanceof Response ? undefined : answer.code);
+    if (watched !== undefined) this.log.finish(watched, answer.status, answer instanceof Response ? undefined : answer.code);
     return answer instanceof Response ? answer : toResponse(answer, method);
   }
 
@@ -263,14 +263,11 @@ export function createProvider(options: ProviderOptions): Provider {
   if (raw.sso !== undefined && raw.sso !== false && (typeof raw.sso !== 'object' || raw.sso === null)) {
     throw new InvalidOptionsError(`${FACTORY}: option "sso" must be { session: { secret } } (or your session hooks) with options "dashboardUrl" and "onError", or false`);
   }
+  // Single sign-on's options are checked before anything starts (the callback worker's timer).
+  const now = typeof raw.now === 'function' ? raw.now as () => number : Date.now;
+  const makeSso = options.sso === undefined || options.sso === false ? undefined : ssoCore(FACTORY, options.sso, raw.connector !== undefined, now);
   const parts = composeProvider(FACTORY, options, ['sso', 'basePath']);
-  let sso: SsoCore | undefined;
-  try {
-    sso = options.sso === undefined || options.sso === false ? undefined : ssoCore(FACTORY, options.sso, parts.connector, parts.clock.now, parts.logger);
-  } catch (error) {
-    void parts.close();
-    throw error;
-  }
+  const sso = makeSso === undefined || parts.connector === undefined ? undefined : makeSso(parts.connector, parts.logger);
   const core = new ProviderCore(parts, { sso, basePath });
   return providerOf(core);
 }
