@@ -11,8 +11,8 @@
 // ---- The provider router (Express) -------------------------------------------------------------
 export { marketplaceRouter } from './provider/router.js';
 export type { MarketplaceRouter, CompletionTarget } from './provider/router.js';
-export type { MarketplaceRouterOptions, ConnectorOptions, SsoOptions } from './provider/root.js';
-export type { RecordUsageOptions, UsageOptions } from './provider/usage.js';
+export type { MarketplaceRouterOptions, ConnectorOptions, SsoOptions } from './provider/router.js';
+export type { RecordUsageOptions, UsageOptions } from './core/usage.js';
 
 // ---- Your handlers: what they receive and answer -------------------------------------------------
 export { accepted, isAccepted } from './domain/handlers.js';
@@ -140,3 +140,6 @@ export type { HealthCheckOptions, HealthReport, HealthSource, HealthStatus, Heal
 export { mountObservability } from './observability/mount.js';
 export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
 export type { MetricsOptions } from './observability/index.js';
+
+export { createProvider } from './core/provider.js';
+export type { CommonProviderOptions, MarketplaceLogin, Provider, ProviderOptions, ProviderSsoOptions, SealedSessionOptions, SessionHeaders, SessionHooks } from './core/types.js';
