@@ -125,7 +125,7 @@ export function sequenceArbitrary(shape: SequenceShape): fc.Arbitrary<Command[]>
   for (let r = 0; r < shape.resources; r++) prelude.push({ type: 'send', request: { kind: 'provision', target: r, plan: 'small', ...quick } });
   for (let c = 0; c < shape.credentials; c++) prelude.push({ type: 'send', request: { kind: 'provisionCredentials', target: c, parent: c % shape.resources, ...quick } });
   return fc
-    .tuple(fc.subarray(prelude), fc.array(command, { minLength: 1, maxLength: shape.maxCommands, size: 'medium' }))
+    .tuple(fc.subarray(prelude), fc.array(command, { maxLength: shape.maxCommands, size: 'medium' }))
     .map(([setup, rest]) => [...setup, ...rest].slice(0, shape.maxCommands + prelude.length));
 }
 
