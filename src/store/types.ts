@@ -2,7 +2,7 @@
  * The store contract. The operation table (src/idempotency) owns every decision (201/204/409/404/202);
  * a store only offers the few atomic steps those decisions need (a claim that reads what the decision
  * needs, a commit), so that an adapter is small and the rules live in one place.
- * docs/stores.md explains each method; src/testkit/store-conformance.ts (exported as `storeConformance` from
+ * docs/stores.md explains each method; src/testkit/conformance/ (exported as `storeConformance` from
  * `embedded-marketplace/testkit`) is the conformance suite every adapter
  * passes.
  *

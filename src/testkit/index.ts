@@ -62,7 +62,7 @@ export {
 export type { MasterKey, MasterKeyFile } from './masterkey.js';
 export { createSimulator } from './simulator/index.js';
 export type { Simulator, SimulatorLogEntry, SimulatorOptions, SimulatorState } from './simulator/index.js';
-export { storeConformance, storeContract, operationTableContract, heldBy } from './store-conformance.js';
-export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestFunctions } from './store-conformance.js';
+export { storeConformance, storeContract, operationTableContract, heldBy } from './conformance/index.js';
+export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestFunctions } from './conformance/index.js';
 export { createCipher, generateEncryptionKey, DecryptionError, MissingEncryptionKeyError } from '../store/crypto.js';
 export type { SecretCipher, EncryptionKeyOption, EncryptionKeyring } from '../store/crypto.js';
