@@ -9,7 +9,7 @@ import { MarketplaceError } from '../../errors.js';
 import { accepted, type ProviderHandlers } from '../../domain/handlers.js';
 import { BadRequestError } from '../../errors.js';
 import { OperationEngine } from '../../idempotency/engine.js';
-import { prepareOperation, type OperationCall, type TableEnv } from '../../idempotency/operations.js';
+import type { OperationCall, TableEnv } from '../../idempotency/operations.js';
 import { createLogger } from '../../lib/logger.js';
 import type { CredentialRecord, Store } from '../../store/types.js';
 import { TIMING } from './commands.js';
@@ -159,7 +159,7 @@ export async function runOnStore(store: Store, steps: readonly Step[], ids: RunI
     const engine = engines[step.engine];
     const { answered, failed } = settle(step.index);
     flows.run({ index: step.index, priority: step.spec.priority }, () => {
-      (async () => engine.execute(await prepareOperation(call, env)))().then((answer) => answered(answerView(answer.status, answer.body)), failed);
+      engine.handle(call).then((answer) => answered(answerView(answer.status, answer.body)), failed);
     });
   }
 
