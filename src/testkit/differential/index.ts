@@ -29,8 +29,7 @@ import { runOnStore, type StoreRun } from './driver.js';
 import { knownDifferenceNotes, runModel } from './model.js';
 import { answerLine, compile, runIds, stateLines, type RunIds, type Step } from './script.js';
 
-export { sequenceArbitrary, TIMING } from './commands.js';
-export type { Behaviour, Command, OpKind, Plan, RequestSpec, SequenceShape } from './commands.js';
+export type { SequenceShape } from './commands.js';
 
 /** One store the property compares with the model. */
 export interface DifferentialTarget {
