@@ -22,9 +22,8 @@
  * ```
  */
 import { randomBytes } from 'node:crypto';
-import fc from 'fast-check';
 import type { Store } from '../../store/types.js';
-import { describeRequest, sequenceArbitrary, type Command, type SequenceShape } from './commands.js';
+import { describeRequest, type Command, type SequenceShape } from './commands.js';
 import { runOnStore, type StoreRun } from './driver.js';
 import { knownDifferenceNotes, runModel } from './model.js';
 import { answerLine, compile, runIds, stateLines, type RunIds, type Step } from './script.js';
@@ -119,6 +118,7 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
   for (const note of knownDifferenceNotes()) log(`differential: NOTE ${note}`);
   log(`differential: seed ${seed}, ${numRuns} runs, stores ${active.map((t) => t.name).join(', ') || '(none)'} against the model (replay with DIFFERENTIAL_SEED=${seed})`);
 
+  const { fc, sequenceArbitrary } = await loadGenerators();
   const opened: { target: DifferentialTarget; store: Store; cleanup(): Promise<void> }[] = [];
   try {
     for (const target of active) opened.push({ target, ...(await target.makeStore()) });
@@ -187,6 +187,15 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
     return { ok: false, seed, numRuns: details.numRuns, checked, notChecked, failure, ...(details.counterexamplePath === null ? {} : { path: details.counterexamplePath }), elapsedMs };
   } finally {
     for (const { cleanup } of opened) await cleanup().catch((error: unknown) => log(`differential: cleanup failed: ${String(error)}`));
+  }
+}
+
+/** fast-check, loaded only when the property runs: the rest of the testkit never needs it. */
+async function loadGenerators(): Promise<typeof import('./arbitrary.js')> {
+  try {
+    return await import('./arbitrary.js');
+  } catch (error) {
+    throw new Error('the differential property needs fast-check (4.x), an optional peer dependency: npm install --save-dev fast-check', { cause: error });
   }
 }
 
