@@ -25,6 +25,7 @@ import { randomBytes } from 'node:crypto';
 import type { Store } from '../../store/types.js';
 import { describeRequest, type Command, type SequenceShape } from './commands.js';
 import { runOnStore, type StoreRun } from './driver.js';
+import type * as Generators from './arbitrary.js';
 import { knownDifferenceNotes, runModel } from './model.js';
 import { answerLine, compile, runIds, stateLines, type RunIds, type Step } from './script.js';
 
@@ -191,7 +192,7 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
 }
 
 /** fast-check, loaded only when the property runs: the rest of the testkit never needs it. */
-async function loadGenerators(): Promise<typeof import('./arbitrary.js')> {
+async function loadGenerators(): Promise<typeof Generators> {
   try {
     return await import('./arbitrary.js');
   } catch (error) {
