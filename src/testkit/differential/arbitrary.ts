@@ -13,6 +13,9 @@ const behaviour = (): fc.Arbitrary<Behaviour> =>
 /** Held about one time in three. */
 const held = (): fc.Arbitrary<boolean> => fc.oneof({ weight: 2, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) });
 
+/** A body's `features.seats`, present one time in three. */
+const seats = (): fc.Arbitrary<number> => fc.constantFrom(1, 2);
+
 const plan = (): fc.Arbitrary<Plan> => fc.oneof({ weight: 4, arbitrary: fc.constantFrom<Plan>('small', 'large') }, { weight: 1, arbitrary: fc.constant<Plan>('huge') });
 
 /** A generated request. */
@@ -21,8 +24,8 @@ export function requestArbitrary(shape: SequenceShape): fc.Arbitrary<RequestSpec
   const credential = fc.nat({ max: shape.credentials - 1 });
   const common = { behaviour: behaviour(), hold: held(), callback: fc.boolean(), priority: fc.nat({ max: 3 }) };
   return fc.oneof(
-    { weight: 3, arbitrary: fc.record({ kind: fc.constant<OpKind>('provision'), target: resource, plan: plan(), ...common }) },
-    { weight: 3, arbitrary: fc.record({ kind: fc.constant<OpKind>('changePlan'), target: resource, plan: plan(), ...common }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant<OpKind>('provision'), target: resource, plan: plan(), seats: seats(), ...common }, { requiredKeys: ['kind', 'target', 'plan', 'behaviour', 'hold', 'callback', 'priority'] }) },
+    { weight: 3, arbitrary: fc.record({ kind: fc.constant<OpKind>('changePlan'), target: resource, plan: plan(), seats: seats(), ...common }, { requiredKeys: ['kind', 'target', 'plan', 'behaviour', 'hold', 'callback', 'priority'] }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant<OpKind>('deprovision'), target: resource, ...common }) },
     { weight: 3, arbitrary: fc.record({ kind: fc.constant<OpKind>('provisionCredentials'), target: credential, parent: resource, ...common }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant<OpKind>('deprovisionCredentials'), target: credential, ...common }) },

@@ -24,6 +24,8 @@ export interface RequestSpec {
   target: number;
   /** provision and changePlan. */
   plan?: Plan;
+  /** provision and changePlan: the body's `features` (`{ seats }`), or none. Features are stored, never compared on a PUT, compared on a PATCH. */
+  seats?: number;
   /** provisionCredentials: the resource index in the body's `resource_id`. */
   parent?: number;
   /** What its handler does if it runs. */
@@ -85,9 +87,9 @@ export const ADVANCES: readonly number[] = [1_000, TIMING.waitMs, TIMING.leaseMs
 export function describeRequest(r: RequestSpec, ids: { resource(i: number): string; credential(i: number): string }): string {
   switch (r.kind) {
     case 'provision':
-      return `PUT /v1/resources/${ids.resource(r.target)} plan ${r.plan}`;
+      return `PUT /v1/resources/${ids.resource(r.target)} plan ${r.plan}${r.seats === undefined ? '' : ` seats ${r.seats}`}`;
     case 'changePlan':
-      return `PATCH /v1/resources/${ids.resource(r.target)} plan ${r.plan}`;
+      return `PATCH /v1/resources/${ids.resource(r.target)} plan ${r.plan}${r.seats === undefined ? '' : ` seats ${r.seats}`}`;
     case 'deprovision':
       return `DELETE /v1/resources/${ids.resource(r.target)}`;
     case 'provisionCredentials':

@@ -19,6 +19,7 @@ import {
   PRODUCT,
   REGION,
   callbackUrlOf,
+  canonical,
   handlerText,
   targetOf,
   type AnswerView,
@@ -101,8 +102,8 @@ export async function runOnStore(store: Store, steps: readonly Step[], ids: RunI
       const step = await enter(`provision ${s(id)} plan ${plan}`);
       return outcome(step, () => handlerText.provision(id, plan, step.index));
     },
-    async changePlan({ id, resource, plan }) {
-      const step = await enter(`changePlan ${s(id)} ${resource.plan} -> ${plan}`);
+    async changePlan({ id, resource, plan, features }) {
+      const step = await enter(`changePlan ${s(id)} ${resource.plan} ${canonical(resource.features)} -> ${plan} ${features === undefined ? 'same features' : canonical(features)}`);
       return outcome(step, () => handlerText.changePlan(id, plan, step.index));
     },
     async deprovision({ id, credentials }) {
@@ -226,14 +227,18 @@ function bodyOf(step: RequestStep, ids: RunIds): unknown {
   const { spec } = step;
   switch (spec.kind) {
     case 'provision':
-      return { id: ids.resource(spec.target), product: PRODUCT, plan: spec.plan, region: REGION };
+      return { id: ids.resource(spec.target), product: PRODUCT, plan: spec.plan, region: REGION, ...featuresOf(spec) };
     case 'changePlan':
-      return { plan: spec.plan };
+      return { plan: spec.plan, ...featuresOf(spec) };
     case 'provisionCredentials':
       return { id: ids.credential(spec.target), resource_id: ids.resource(spec.parent ?? 0) };
     default:
       return undefined;
   }
+}
+
+function featuresOf(spec: RequestStep['spec']): { features?: { seats: number } } {
+  return spec.seats === undefined ? {} : { features: { seats: spec.seats } };
 }
 
 function answerView(status: number, body: unknown): AnswerView {
@@ -262,7 +267,7 @@ async function readState(store: Store, ids: RunIds, shape: { resources: number; 
     const r = await store.getResource(id);
     resources.push({
       id,
-      record: r === undefined ? undefined : { product: r.product, plan: r.plan, region: r.region, message: r.message, createdAt: rel(r.createdAt), updatedAt: rel(r.updatedAt) },
+      record: r === undefined ? undefined : { product: r.product, plan: r.plan, region: r.region, features: { ...r.features }, message: r.message, createdAt: rel(r.createdAt), updatedAt: rel(r.updatedAt) },
       tombstone: await store.isDeleted('resource', id),
       credentials: (await store.listCredentials(id)).map((c) => c.id).sort(),
     });

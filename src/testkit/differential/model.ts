@@ -29,6 +29,7 @@ import {
   type EndState,
   type RequestStep,
   type RunIds,
+  canonical,
   type Step,
 } from './script.js';
 
@@ -61,7 +62,7 @@ export const MESSAGES = Object.freeze({
 });
 
 
-interface Resource { product: string; plan: string; region: string; message: string; createdAt: number; updatedAt: number }
+interface Resource { product: string; plan: string; region: string; features: Record<string, number>; message: string; createdAt: number; updatedAt: number }
 interface Credential { resourceId: string; values: Record<string, string>; message: string; createdAt: number }
 interface Operation {
   key: string;
@@ -77,6 +78,8 @@ interface Operation {
   /** provisionCredentials: the body's resource id. */
   resourceId: string | undefined;
   plan: string | undefined;
+  /** provision and changePlan: the body's features, if any. */
+  features: Record<string, number> | undefined;
   createdAt: number;
   message?: string;
   deadlineAt?: number;
@@ -318,7 +321,7 @@ class Model {
         }
       }
       const values = handlerText.credentialValues(op.targetId, `done${step.index}`);
-      const settled = this.settle(op.kind, op.targetId, { plan: op.plan, resourceId: op.resourceId }, resource, { message, values });
+      const settled = this.settle(op.kind, op.targetId, { plan: op.plan, features: op.features, resourceId: op.resourceId }, resource, { message, values });
       mutation = settled.mutation;
       payload = settled.payload;
     } else {
@@ -496,6 +499,7 @@ class Model {
       parentId,
       resourceId: spec.kind === 'provisionCredentials' ? parentId : undefined,
       plan: spec.plan,
+      features: featuresOf(spec),
       createdAt: this.t,
     });
     flow.token = token;
@@ -531,7 +535,7 @@ class Model {
       case 'provision':
         return `provision ${s(flow.targetId)} plan ${spec.plan}`;
       case 'changePlan':
-        return `changePlan ${s(flow.targetId)} ${flow.entityResource?.plan} -> ${spec.plan}`;
+        return `changePlan ${s(flow.targetId)} ${flow.entityResource?.plan} ${canonical(flow.entityResource?.features)} -> ${spec.plan} ${spec.seats === undefined ? 'same features' : canonical(featuresOf(spec))}`;
       case 'deprovision':
         return `deprovision ${s(flow.targetId)} with credentials [${this.credentialsOf(flow.targetId).map(s).join(', ')}]`;
       case 'provisionCredentials':
@@ -561,7 +565,8 @@ class Model {
         throw new Refusal(409, MESSAGES.resourceDifferent);
       case 'changePlan':
         if (resource === undefined) throw new Refusal(404, MESSAGES.resourceNotFound);
-        if (resource.plan === spec.plan) return { answer: { status: 200, message: MESSAGES.alreadyOnPlan(spec.plan!) } };
+        // Already there: the plan, and the features when the request names them (key by key).
+        if (resource.plan === spec.plan && (spec.seats === undefined || sameFeatures(resource.features, featuresOf(spec)!))) return { answer: { status: 200, message: MESSAGES.alreadyOnPlan(spec.plan!) } };
         if (validate && !CATALOG.bonnets.plans.includes(spec.plan!)) throw new Refusal(400, MESSAGES.unknownPlan(spec.plan!));
         if (validate && this.capacityFull && spec.plan === 'large') throw new Refusal(400, handlerText.capacity);
         return { proceed: true };
@@ -603,7 +608,7 @@ class Model {
               : spec.kind === 'deprovision' ? handlerText.deprovision(id, index)
                 : spec.kind === 'provisionCredentials' ? handlerText.provisionCredentials(id, index)
                   : handlerText.deprovisionCredentials(id, index);
-        const settled = this.settle(spec.kind, id, { plan: spec.plan, resourceId: this.parentOfFlowAtClaim(flow) }, flow.entityResource, { message, values: handlerText.credentialValues(id, index) });
+        const settled = this.settle(spec.kind, id, { plan: spec.plan, features: featuresOf(spec), resourceId: this.parentOfFlowAtClaim(flow) }, flow.entityResource, { message, values: handlerText.credentialValues(id, index) });
         return this.commitFlow(flow, settled);
       }
     }
@@ -613,19 +618,19 @@ class Model {
     return flow.step.spec.kind === 'provisionCredentials' ? this.ids.resource(flow.step.spec.parent ?? 0) : undefined;
   }
 
-  settle(kind: OpKind, id: string, request: { plan: string | undefined; resourceId: string | undefined }, resource: Resource | undefined, outcome: { message: string; values: Record<string, string> }): Settled {
+  settle(kind: OpKind, id: string, request: { plan: string | undefined; features: Record<string, number> | undefined; resourceId: string | undefined }, resource: Resource | undefined, outcome: { message: string; values: Record<string, string> }): Settled {
     const t = this.t;
     const message = outcome.message;
     switch (kind) {
       case 'provision':
         return {
-          mutation: { type: 'putResource', id, resource: { product: PRODUCT, plan: request.plan!, region: REGION, message, createdAt: t, updatedAt: t } },
+          mutation: { type: 'putResource', id, resource: { product: PRODUCT, plan: request.plan!, region: REGION, features: { ...request.features }, message, createdAt: t, updatedAt: t } },
           answer: { status: 201, message },
           payload: { state: 'done', message },
         };
       case 'changePlan':
         return {
-          mutation: { type: 'putResource', id, resource: { ...resource!, plan: request.plan!, updatedAt: t } },
+          mutation: { type: 'putResource', id, resource: { ...resource!, plan: request.plan!, features: { ...(request.features ?? resource!.features) }, updatedAt: t } },
           answer: { status: 200, message },
           payload: { state: 'done', message },
         };
@@ -777,7 +782,7 @@ class Model {
         const r = this.resources.get(id);
         return {
           id,
-          record: r === undefined ? undefined : { product: r.product, plan: r.plan, region: r.region, message: r.message, createdAt: rel(r.createdAt), updatedAt: rel(r.updatedAt) },
+          record: r === undefined ? undefined : { product: r.product, plan: r.plan, region: r.region, features: { ...r.features }, message: r.message, createdAt: rel(r.createdAt), updatedAt: rel(r.updatedAt) },
           tombstone: this.tombstones.has(`resource:${id}`),
           credentials: this.credentialsOf(id).sort(),
         };
@@ -814,7 +819,8 @@ function fingerprintOf(spec: RequestSpec, ids: RunIds): string {
     case 'provision':
       return `provision ${PRODUCT} ${spec.plan} ${REGION}`;
     case 'changePlan':
-      return `changePlan ${spec.plan}`;
+      // The features count when the request names them.
+      return `changePlan ${spec.plan} ${spec.seats === undefined ? '-' : canonical(featuresOf(spec))}`;
     case 'deprovision':
       return 'deprovision';
     case 'provisionCredentials':
@@ -822,4 +828,15 @@ function fingerprintOf(spec: RequestSpec, ids: RunIds): string {
     case 'deprovisionCredentials':
       return 'deprovisionCredentials';
   }
+}
+
+/** The request's features (`{ seats }`), or undefined when it names none. */
+function featuresOf(spec: RequestSpec): Record<string, number> | undefined {
+  return spec.seats === undefined ? undefined : { seats: spec.seats };
+}
+
+/** Same keys, same values. */
+function sameFeatures(a: Record<string, number>, b: Record<string, number>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => Object.prototype.hasOwnProperty.call(b, key) && a[key] === b[key]);
 }

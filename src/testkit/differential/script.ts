@@ -211,7 +211,7 @@ export const REGION = 'all::global';
 export interface EndState {
   resources: {
     id: string;
-    record: { product: string; plan: string; region: string; message: string; createdAt: number; updatedAt: number } | undefined;
+    record: { product: string; plan: string; region: string; features: Record<string, unknown>; message: string; createdAt: number; updatedAt: number } | undefined;
     tombstone: boolean;
     /** Its credential sets' ids (listCredentials), sorted. */
     credentials: string[];
@@ -231,7 +231,7 @@ export function stateLines(state: EndState, ids: RunIds): string[] {
   const s = ids.short;
   const lines: string[] = [];
   for (const r of state.resources) {
-    const body = r.record === undefined ? 'absent' : `${r.record.product} ${r.record.plan} ${r.record.region}, message ${JSON.stringify(r.record.message)}, created +${r.record.createdAt}, updated +${r.record.updatedAt}`;
+    const body = r.record === undefined ? 'absent' : `${r.record.product} ${r.record.plan} ${r.record.region}, features ${canonical(r.record.features)}, message ${JSON.stringify(r.record.message)}, created +${r.record.createdAt}, updated +${r.record.updatedAt}`;
     lines.push(`resource ${s(r.id)}: ${body}${r.tombstone ? ', tombstone' : ''}${r.credentials.length > 0 ? `, credentials [${r.credentials.map(s).join(', ')}]` : ''}`);
   }
   for (const c of state.credentials) {
