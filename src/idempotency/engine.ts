@@ -95,12 +95,14 @@ interface Progress {
 
 /**
  * One request's bookkeeping of its replay record: `recorded` once its answer is recorded against
- * its signature (by the claim, a commit, a pending mark or `recordReplay`), or when another step
- * owns the recording (a handler still running past the wait limit records its outcome when it
- * commits). Requests without a signature have nothing to record.
+ * its signature (by the claim, a commit, a pending mark or `recordReplay`; requests without a
+ * signature have nothing to record); `deferred` once the recording belongs to the handler still
+ * running past the wait limit (it records its outcome when it commits, or when it fails), so the
+ * 202 or 503 answered meanwhile is not recorded.
  */
 interface Run {
   recorded: boolean;
+  deferred: boolean;
 }
 
 /**
@@ -169,18 +171,18 @@ export class OperationEngine {
    * one), that one is given, so every copy of a signed request answers the same.
    */
   async #answer(op: PreparedOperation): Promise<Answer> {
-    const run: Run = { recorded: op.requestId === undefined };
+    const run: Run = { recorded: op.requestId === undefined, deferred: false };
     let answer: Answer;
     try {
       answer = await this.#execute(op, run);
     } catch (error) {
-      if (run.recorded) throw error;
+      if (run.recorded || run.deferred) throw error;
       const given = answerOf(error);
       const standing = await this.#record(op.requestId!, given);
       if (standing === undefined || sameAnswer(standing, given)) throw error;
       return standing;
     }
-    if (run.recorded) return answer;
+    if (run.recorded || run.deferred) return answer;
     return (await this.#record(op.requestId!, answer)) ?? answer;
   }
 
@@ -287,7 +289,7 @@ export class OperationEngine {
     // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes: its
     // outcome is what gets recorded against the signature, not the 202 or 503 answered now (see
     // docs/idempotency.md), so this request's answer is not recorded here.
-    run.recorded = true;
+    run.deferred = true;
     if (progress.phase === 'committing') return await work;
     if (this.#options.callbacks && op.callbackId !== undefined && op.callbackUrl !== undefined) {
       progress.phase = 'handedOff';

@@ -18,7 +18,7 @@ import { DEFAULT_TOLERANCE_MS } from '../signature/index.js';
 import { memoryStore } from '../store/memory.js';
 import type { Store } from '../store/types.js';
 import type { Catalog, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
-import { createUsageLedger } from './usage.js';
+import { createUsageLedger, usageGraceOption, type UsageOptions } from './usage.js';
 
 /**
  * The provider's composition root: options checked once, and the parts built from them (store,
@@ -47,7 +47,7 @@ export interface SsoOptions {
   onError?: SsoFailureHook;
 }
 
-export interface MarketplaceRouterOptions {
+export interface MarketplaceRouterOptions extends UsageOptions {
   /** Your business logic. Required. */
   handlers: ProviderHandlers;
   /** Where state lives. Default `memoryStore()` (lost on exit; a warning is logged). */
@@ -100,7 +100,7 @@ export interface MarketplaceRouterOptions {
 
 const KNOWN_OPTIONS = [
   'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'bodyTimeoutMs', 'connector', 'sso',
-  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics', 'health',
+  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics', 'health', 'usageGraceMs',
 ] as const;
 const HANDLER_NAMES = ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials'] as const;
 const PENDING_DEADLINE_MS = 24 * 60 * 60 * 1000;
@@ -134,6 +134,7 @@ export function composeProvider(options: MarketplaceRouterOptions): Provider {
   const toleranceMs = optionalPositiveNumber(FACTORY, raw, 'toleranceMs', { allowZero: true }) ?? DEFAULT_TOLERANCE_MS;
   const catalog = parseCatalog(raw.catalog);
   const validate = optionalFunction<ValidateHook>(FACTORY, raw, 'validate');
+  const usageGraceMs = usageGraceOption(FACTORY, raw.usageGraceMs);
   const logger = createLogger(options.logger, { component: 'provider' });
   const store = options.store ?? memoryStore();
   if (options.store === undefined) logger.warn('marketplaceRouter: no store given, using memoryStore(): every resource is lost when the process exits');
@@ -176,7 +177,7 @@ export function composeProvider(options: MarketplaceRouterOptions): Provider {
     logger,
     instrumentation,
   });
-  const ledger = createUsageLedger({ store, now: clock.now, logger });
+  const ledger = createUsageLedger({ store, now: clock.now, logger, graceMs: usageGraceMs });
   return { options, store, logger, clock, handlers, connector, outbox, engine, env, ledger, instrumentation, health };
 }
 

@@ -7,6 +7,7 @@ import { ssoHandler } from '../sso/index.js';
 import type { OperationKind, OperationRecord, Store } from '../store/types.js';
 import { catchRejections, decodePathId, errorResponder, requestIdOf, requestLogger, send, sendJson } from './http.js';
 import { answerMeasures } from './measures.js';
+import type { RecordUsageOptions } from './usage.js';
 import { composeProvider, FACTORY, type MarketplaceRouterOptions } from './root.js';
 import { validatePathId } from '../domain/schemas.js';
 import type { Completion } from '../domain/handlers.js';
@@ -21,8 +22,8 @@ export interface MarketplaceRouter extends Router {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first (e.g. to resume work after a restart). Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
-  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number): Promise<void>;
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
+  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** The store in use. */
   readonly store: Store;
   /**

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { claimShape } from '../idempotency/operations.js';
 import type { CommitResult, DeliveryRecord, DeliverySummary, NewDelivery, OperationRecord } from './types.js';
 
 /**
@@ -37,15 +38,17 @@ export const LEASE_LOST: CommitResult = Object.freeze({ outcome: 'lease_lost' })
 export const ORPHAN_MESSAGE = 'The resource was deprovisioned';
 
 /**
- * The resource a credential operation belongs to: the PUT's `resource_id`, or for a DELETE the
- * stored credential's resource (`credentialParent`). Undefined for resource operations.
+ * The resource a credential operation belongs to, as its kind's claim shape says: the PUT's
+ * `resource_id`, or for a DELETE the stored credential's resource (`credentialParent`). Undefined
+ * for resource operations.
  */
 export function parentOf(
   operation: Pick<OperationRecord, 'key' | 'targetId' | 'request'>,
   credentialParent: (credentialId: string) => string | undefined,
 ): string | undefined {
-  if (!operation.key.startsWith('credential:')) return undefined;
-  return operation.request.kind === 'provisionCredentials' ? operation.request.resourceId : credentialParent(operation.targetId);
+  const shape = claimShape(operation.request.kind);
+  if (shape.entity !== 'credential') return undefined;
+  return shape.parent === 'request' && 'resourceId' in operation.request ? operation.request.resourceId : credentialParent(operation.targetId);
 }
 
 /**

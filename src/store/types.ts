@@ -327,7 +327,16 @@ export interface OperationStore {
   pruneReplays(now: number): Promise<number>;
 }
 
-/** The outbox's queue of callbacks. */
+/**
+ * The outbox's queue of callbacks: all that `createOutbox` takes.
+ *
+ * @example
+ * ```ts
+ * import { createOutbox, type DeliveryStore } from 'embedded-marketplace';
+ * const deliveries: DeliveryStore = store; // any Store fits
+ * const outbox = createOutbox({ store: deliveries, send });
+ * ```
+ */
 export interface DeliveryStore {
   /** Claim up to `limit` deliveries that are due and not held by a live claim. */
   claimDeliveries(input: DeliveryClaimInput): Promise<DeliveryRecord[]>;
@@ -339,7 +348,16 @@ export interface DeliveryStore {
   failDelivery(id: string, owner: string, reason: string): Promise<void>;
 }
 
-/** Usage for the measures route. */
+/**
+ * Usage for the measures route: entries are appended, never changed; totals are a function of the
+ * entries alone.
+ *
+ * @example
+ * ```ts
+ * await store.recordUsage([{ resourceId: 'r1', feature: 'requests', quantity: 1, at: Date.now() }]);
+ * const totals = await store.sumUsage('r1', Date.UTC(2026, 0, 1), Date.UTC(2026, 1, 1));
+ * ```
+ */
 export interface UsageStore {
   recordUsage(entries: readonly UsageEntry[]): Promise<void>;
   /** Totals by feature for `from <= at < to`. */
@@ -392,6 +410,45 @@ export interface Store extends EntityReads, OperationStore, DeliveryStore, Usage
 
 /** A store with every diagnostic method. */
 export type DiagnosableStore = Store & StoreDiagnostics;
+
+/**
+ * The narrow parts consumers take instead of the whole {@link Store}: each names the methods its
+ * consumer calls, so a store, a fake or a wrapper offering only those fits. Any `Store` fits each.
+ *
+ * What the usage ledger (`recordUsage` and its pruning) takes: {@link UsageStore}, and `pruneUsage`
+ * when the store has it (without it, nothing is pruned).
+ *
+ * @example
+ * ```ts
+ * import type { UsageLedgerStore } from 'embedded-marketplace';
+ * const ledgerOnly: UsageLedgerStore = { recordUsage, sumUsage, hasUsage };
+ * ```
+ */
+export type UsageLedgerStore = UsageStore & Partial<Pick<StoreDiagnostics, 'pruneUsage'>>;
+
+/**
+ * What the measures route reads: the resource (404 when unknown) and the usage totals.
+ *
+ * @example
+ * ```ts
+ * import type { MeasuresStore } from 'embedded-marketplace';
+ * const reads: MeasuresStore = store; // any Store fits
+ * ```
+ */
+export type MeasuresStore = Pick<EntityReads, 'getResource'> & UsageStore;
+
+/**
+ * What a health check reads: `ping()` (else a lookup of an id that cannot exist with `getResource`)
+ * and `outboxStats()` when present (else the outbox is reported as unknown, `null`).
+ *
+ * @example
+ * ```ts
+ * import { createHealthCheck, type HealthProbeStore } from 'embedded-marketplace';
+ * const probe: HealthProbeStore = { ping: () => pool.query('SELECT 1').then(() => undefined) };
+ * const health = createHealthCheck({ store: probe });
+ * ```
+ */
+export type HealthProbeStore = Partial<Pick<StoreDiagnostics, 'ping' | 'outboxStats'>> & Partial<Pick<EntityReads, 'getResource'>> & { readonly kind?: string };
 
 /** A store with the listing and pruning diagnostics the bundled adapters have always had. */
 export type ListingStore = Store & Pick<StoreDiagnostics, 'listDeliveries' | 'listPendingOperations' | 'pruneTombstones' | 'pruneUsage'>;

@@ -489,13 +489,20 @@ describe('usage ledger', () => {
   it('answers measures from recorded usage over [start, end), without a measures handler', async () => {
     const { handlers } = countingHandlers();
     delete handlers.measures;
-    const h = await harness({ handlers, now: () => Date.parse('2026-11-15T00:00:00Z') });
+    // Usage is recorded as it happens (a period closes an hour after its end, docs/usage.md).
+    let clock = Date.parse('2026-11-01T00:00:00Z');
+    const h = await harness({ handlers, now: () => clock });
     try {
       const id = newId();
-      await h.router.recordUsage(id, 'requests', 5, new Date('2026-11-01T00:00:00Z'));
-      await h.router.recordUsage(id, 'requests', 7, new Date('2026-11-10T12:00:00Z'));
-      await h.router.recordUsage(id, 'requests', 100, new Date('2026-11-20T00:00:00Z'));
-      await h.router.recordUsage(id, 'storage', 2, new Date('2026-11-02T00:00:00Z'));
+      const recordAt = async (feature: string, quantity: number, at: string): Promise<void> => {
+        clock = Date.parse(at);
+        await h.router.recordUsage(id, feature, quantity, new Date(at));
+      };
+      await recordAt('requests', 5, '2026-11-01T00:00:00Z');
+      await recordAt('storage', 2, '2026-11-02T00:00:00Z');
+      await recordAt('requests', 7, '2026-11-10T12:00:00Z');
+      await recordAt('requests', 100, '2026-11-20T00:00:00Z');
+      clock = Date.parse('2026-11-20T00:30:00Z');
       const resource = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
       assert.equal(resource.status, 201);
       const answer = await h.client.send(h.target, 'GET', `/v1/resources/${id}/measures?period_start=2026-11-01T00:00:00Z&period_end=2026-11-20T00:00:00Z`);

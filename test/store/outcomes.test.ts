@@ -48,6 +48,15 @@ describe('stores report outcomes', () => {
     }
   });
 
+  it('no store file but the SQL migrations names an operation kind: the descriptors say what the claim needs', () => {
+    for (const file of files.filter((path) => !path.includes('/migrations/'))) {
+      const text = readFileSync(file, 'utf8');
+      for (const kind of ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials']) {
+        assert.equal(text.includes(`'${kind}'`), false, `${relative(STORE, file)} names '${kind}'`);
+      }
+    }
+  });
+
   it('no file under src/store raises or names an HTTP decision', () => {
     for (const file of files) {
       const text = readFileSync(file, 'utf8');

@@ -134,7 +134,7 @@ export function exclusionCases({ describe, test }: Suite): void {
       assert.equal(sent!.deadlineAt, withCallback.deadlineAt);
       assert.equal(sent!.state, 'pending');
       assert.equal(sent!.nextAttemptAt, T0 + 5);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('a failed deleteResource commit leaves the pending credential operations alone', async (store) => {
       await putResource(store, resource('r1'));
@@ -143,6 +143,6 @@ export function exclusionCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.commitOperation(op.key, 'not-the-token', { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' }), LEASE_LOST);
       assert.deepEqual(await store.getOperation('credential:c2'), pending);
       assert.deepEqual(await store.listDeliveries(), []);
-    });
+    }, { needs: ['listDeliveries'] });
   });
 }

@@ -19,7 +19,7 @@ export function deliveryCases({ describe, test }: Suite): void {
       assert.deepEqual(sortedIds(listed), ['d1', 'd2', 'd3']);
       const d3 = listed.find((d) => d.id === 'd3')!;
       assert.equal('claimedBy' in d3, false);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('a live claim is exclusive; after it lapses another owner takes the delivery', async (store) => {
       await enqueue(store, delivery('d1'));
@@ -32,7 +32,7 @@ export function deliveryCases({ describe, test }: Suite): void {
       // The first owner lost it: its completion changes nothing.
       await store.completeDelivery('d1', 'owner-a');
       assert.deepEqual(ids(await store.listDeliveries()), ['d1']);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('two owners claiming at the same moment never get the same delivery', async (store) => {
       for (let i = 0; i < 12; i++) await enqueue(store, delivery(`d${String(i).padStart(2, '0')}`, { createdAt: T0 + i }));
@@ -55,7 +55,7 @@ export function deliveryCases({ describe, test }: Suite): void {
       await store.completeDelivery('d1', 'owner-a');
       assert.deepEqual(await store.listDeliveries(), []);
       await store.completeDelivery('d-missing', 'owner-a');
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('retryDelivery reschedules and releases the claim, only for the owner', async (store) => {
       const record = delivery('d1');
@@ -73,7 +73,7 @@ export function deliveryCases({ describe, test }: Suite): void {
       assert.deepEqual(ids(again), ['d1']);
       assert.equal(again[0]!.attempts, 1);
       assert.equal(again[0]!.lastError, 'connector answered 500');
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('failDelivery keeps it as failed, never claimed again, only for the owner', async (store) => {
       const record = delivery('d1');
@@ -86,6 +86,6 @@ export function deliveryCases({ describe, test }: Suite): void {
         { ...record, state: 'failed', attempts: 0, nextAttemptAt: record.createdAt, lastError: 'connector answered 409' },
       ]);
       assert.deepEqual(await store.claimDeliveries({ owner: 'owner-b', now: FOREVER - LEASE, leaseMs: LEASE, limit: 10 }), []);
-    });
+    }, { needs: ['listDeliveries'] });
   });
 }

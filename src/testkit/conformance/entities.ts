@@ -15,12 +15,16 @@ export function readCases({ describe, test }: Suite): void {
       assert.equal(await store.getCredential('c1'), undefined);
       assert.deepEqual(await store.listCredentials('r1'), []);
       assert.equal(await store.getOperation('resource:r1'), undefined);
-      assert.deepEqual(await store.listPendingOperations(10), []);
-      assert.deepEqual(await store.listDeliveries(), []);
+      assert.deepEqual(await store.claimDeliveries({ owner: 'owner-a', now: T0, leaseMs: LEASE, limit: 10 }), []);
       assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, {});
       assert.equal(await store.hasUsage('r1', 0, FOREVER), false);
-      assert.equal(await store.pruneUsage(FOREVER), 0);
     });
+
+    test('an empty store lists nothing and prunes nothing (optional listings)', async (store) => {
+      assert.deepEqual(await store.listPendingOperations(10), []);
+      assert.deepEqual(await store.listDeliveries(), []);
+      assert.equal(await store.pruneUsage(FOREVER), 0);
+    }, { needs: ['listPendingOperations', 'listDeliveries', 'pruneUsage'] });
   });
 }
 
@@ -43,7 +47,7 @@ export function tombstoneCases({ describe, test }: Suite): void {
       await putResource(store, resource('r2'));
       assert.deepEqual(await store.getResource('r2'), resource('r2'));
       assert.equal(await store.pruneTombstones(FOREVER), 0);
-    });
+    }, { needs: ['pruneTombstones'] });
 
     test("'deleteResource' tombstones the resource and every credential of it, and only those", async (store) => {
       await putResource(store, resource('r1'));
@@ -85,7 +89,7 @@ export function tombstoneCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.getOperation(op.key), op, 'the caller still holds the operation and releases it');
       await store.releaseOperation(op.key, op.token);
       assert.equal(await store.isDeleted('resource', 'r1'), true);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test("'putCredential' of a deleted credential id answers tombstoned; nothing is written", async (store) => {
       await putResource(store, resource('r1'));
@@ -100,7 +104,7 @@ export function tombstoneCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.listCredentials('r1'), []);
       assert.deepEqual(await store.listDeliveries(), []);
       assert.deepEqual(await store.getOperation(op.key), op);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test("'putCredential' of a credential deleted with its resource answers parent_missing (the resource is checked first)", async (store) => {
       await putResource(store, resource('r1'));
@@ -137,7 +141,7 @@ export function tombstoneCases({ describe, test }: Suite): void {
       // Which is why pruning is only safe beyond the replay window: the id can be provisioned again.
       await putResource(store, resource('r1'));
       assert.deepEqual(await store.getResource('r1'), resource('r1'));
-    });
+    }, { needs: ['pruneTombstones'] });
   });
 }
 
@@ -210,7 +214,7 @@ export function valueCases({ describe, test }: Suite): void {
       const totals = await store.sumUsage('r1', 0, FOREVER);
       totals.requests = 5000;
       assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, { requests: 1 });
-    });
+    }, { needs: ['listPendingOperations', 'listDeliveries'] });
 
     test('values round-trip exactly: feature scalars, unicode, long and empty strings', async (store) => {
       const features = {
@@ -255,7 +259,7 @@ export function valueCases({ describe, test }: Suite): void {
 
       await store.recordUsage([{ resourceId: 'r1', feature: 'bytes', quantity: 2 ** 40, at: T0 }]);
       assert.equal((await store.sumUsage('r1', 0, FOREVER)).bytes, 2 ** 40);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('every delivery record field survives the store', async (store) => {
       const record = delivery('d1', { createdAt: T0 + 7, deadlineAt: T0 + 86_400_007 });
@@ -264,6 +268,6 @@ export function valueCases({ describe, test }: Suite): void {
       const expected: DeliveryRecord = { ...record, state: 'pending', attempts: 0, nextAttemptAt: T0 + 7, claimedBy: 'owner-a', claimExpiresAt: T0 + 7 + LEASE };
       assert.deepEqual(taken, expected);
       assert.deepEqual(await store.listDeliveries(), [expected]);
-    });
+    }, { needs: ['listDeliveries'] });
   });
 }

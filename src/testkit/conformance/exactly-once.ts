@@ -13,7 +13,7 @@ import type { Answer, OperationCall, TableEnv } from '../../idempotency/operatio
 import type { Clock } from '../../lib/clock.js';
 import { createLogger } from '../../lib/logger.js';
 import type { Catalog, ProviderHandlers } from '../../domain/handlers.js';
-import type { ListingStore, OperationKind } from '../../store/types.js';
+import type { OperationKind, Store } from '../../store/types.js';
 import { T0, type Suite } from './fixtures.js';
 
 const WAIT_MS = 10_000;
@@ -59,11 +59,11 @@ function latch(): Latch {
 }
 
 /** Engines over one store, with handlers that count their calls, can throw once, and can wait on a latch. */
-function rig(store: ListingStore) {
+function rig(store: Store) {
   const clock = handClock(T0);
   // The engine's view of the store: tells the case when a claim found the key busy (a duplicate waits).
   let onBusy: (() => void) | undefined;
-  const watched = Object.create(store) as ListingStore;
+  const watched = Object.create(store) as Store;
   watched.claimOperation = async (input) => {
     const result = await store.claimOperation(input);
     if (result.outcome === 'busy') onBusy?.();

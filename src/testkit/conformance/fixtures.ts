@@ -1,10 +1,18 @@
 /** Store conformance: the records, claims and helpers every group of cases builds on. */
 import assert from 'node:assert/strict';
-import type { ClaimInput, ClaimResult, CommitInput, CommitResult, CredentialRecord, ListingStore, NewDelivery, OperationRecord, OperationRequest, ResourceRecord } from '../../store/types.js';
+import type { ClaimInput, ClaimResult, CommitInput, CommitResult, CredentialRecord, NewDelivery, OperationRecord, OperationRequest, ResourceRecord, Store, StoreDiagnostics } from '../../store/types.js';
 import type { StoreContractOptions, StoreUnderTest, TestFunctions } from './types.js';
 
-/** Registers one case on a fresh store. */
-export type Case = (title: string, body: (store: ListingStore) => Promise<void>) => void;
+/** An optional method of the contract (StoreDiagnostics). */
+export type OptionalMethod = keyof StoreDiagnostics;
+
+/** What a case needs beyond the required contract: it is reported skipped on a store without them. */
+export interface CaseOptions<K extends OptionalMethod> {
+  needs: readonly K[];
+}
+
+/** Registers one case on a fresh store; `needs` names the optional methods the case calls. */
+export type Case = <K extends OptionalMethod = never>(title: string, body: (store: Store & Pick<StoreDiagnostics, K>) => Promise<void>, options?: CaseOptions<K>) => void;
 
 /** What a group of cases registers with: the runner's `describe`, and {@link Case} on a fresh store. */
 export interface Suite {
@@ -75,7 +83,7 @@ export function delivery(id: string, overrides: Partial<NewDelivery> = {}): NewD
   };
 }
 
-export async function claimed(store: ListingStore, input: ClaimInput): Promise<OperationRecord> {
+export async function claimed(store: Store, input: ClaimInput): Promise<OperationRecord> {
   const result = await store.claimOperation(input);
   if (result.outcome !== 'claimed') assert.fail(`expected to claim ${input.key}, got ${result.outcome}`);
   return result.operation;
@@ -93,23 +101,23 @@ export const PARENT_MISSING: CommitResult = { outcome: 'parent_missing' };
 export const tombstoned = (entity: 'resource' | 'credential'): CommitResult => ({ outcome: 'tombstoned', entity });
 
 /** Commits and asserts that the commit answered `committed`. */
-export async function commit(store: ListingStore, op: Pick<OperationRecord, 'key' | 'token'>, input: CommitInput): Promise<void> {
+export async function commit(store: Store, op: Pick<OperationRecord, 'key' | 'token'>, input: CommitInput): Promise<void> {
   assert.deepEqual(await store.commitOperation(op.key, op.token, input), COMMITTED);
 }
 
 /** Marks a claim pending and asserts that it still held the key. */
-export async function markPending(store: ListingStore, op: Pick<OperationRecord, 'key' | 'token'>, pending: Parameters<ListingStore['markOperationPending']>[2]): Promise<OperationRecord> {
+export async function markPending(store: Store, op: Pick<OperationRecord, 'key' | 'token'>, pending: Parameters<Store['markOperationPending']>[2]): Promise<OperationRecord> {
   const marked = await store.markOperationPending(op.key, op.token, pending);
   if (marked === undefined) assert.fail(`markOperationPending answered undefined (lease lost) for ${op.key}`);
   return marked;
 }
 
-export async function putResource(store: ListingStore, record: ResourceRecord): Promise<void> {
+export async function putResource(store: Store, record: ResourceRecord): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${record.id}`, targetId: record.id, now: record.updatedAt }));
   await commit(store, op, { mutation: { type: 'putResource', resource: record } });
 }
 
-export async function putCredential(store: ListingStore, record: CredentialRecord): Promise<void> {
+export async function putCredential(store: Store, record: CredentialRecord): Promise<void> {
   const op = await claimed(
     store,
     claimInput({ key: `credential:${record.id}`, kind: 'provisionCredentials', targetId: record.id, request: { kind: 'provisionCredentials', resourceId: record.resourceId } }),
@@ -117,12 +125,12 @@ export async function putCredential(store: ListingStore, record: CredentialRecor
   await commit(store, op, { mutation: { type: 'putCredential', credential: record } });
 }
 
-export async function deleteResource(store: ListingStore, id: string, deletedAt: number): Promise<void> {
+export async function deleteResource(store: Store, id: string, deletedAt: number): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, now: deletedAt }));
   await commit(store, op, { mutation: { type: 'deleteResource', id, deletedAt } });
 }
 
-export async function deleteCredential(store: ListingStore, id: string, deletedAt: number): Promise<void> {
+export async function deleteCredential(store: Store, id: string, deletedAt: number): Promise<void> {
   const op = await claimed(
     store,
     claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' }, now: deletedAt }),
@@ -130,7 +138,7 @@ export async function deleteCredential(store: ListingStore, id: string, deletedA
   await commit(store, op, { mutation: { type: 'deleteCredential', id, deletedAt } });
 }
 
-export async function enqueue(store: ListingStore, record: NewDelivery): Promise<void> {
+export async function enqueue(store: Store, record: NewDelivery): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:for-${record.id}`, targetId: `for-${record.id}` }));
   await commit(store, op, { mutation: { type: 'none' }, delivery: record });
 }
@@ -141,11 +149,20 @@ export const sortedIds = (records: readonly { id: string }[]): string[] => ids(r
 /** One test of a suite on a fresh store, skipped test by test (so the runner's summary counts them as skipped). */
 export function suiteTest(makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): Case {
   const skip = options.skip ?? false;
-  return (title: string, body: (store: ListingStore) => Promise<void>): void => {
-    options.it(title, { skip }, async () => {
+  return <K extends OptionalMethod = never>(title: string, body: (store: Store & Pick<StoreDiagnostics, K>) => Promise<void>, caseOptions?: CaseOptions<K>): void => {
+    const needs: readonly OptionalMethod[] = caseOptions?.needs ?? [];
+    options.it(title, { skip }, async (context) => {
       const { store, cleanup } = await makeStore();
       try {
-        await body(store as ListingStore);
+        const missing = needs.filter((method) => typeof (store as Partial<StoreDiagnostics>)[method] !== 'function');
+        if (missing.length > 0) {
+          // Never reported as passed: the rule was not checked.
+          const reason = `NOT CHECKED: the store has no ${missing.map((m) => `${m}()`).join(', ')} (optional, StoreDiagnostics), which this case needs`;
+          if (typeof context?.skip !== 'function') throw new Error(`${reason}; this test runner gives no way to report a skipped case (node:test and vitest do)`);
+          context.skip(reason);
+          return;
+        }
+        await body(store as Store & Pick<StoreDiagnostics, K>);
       } finally {
         await cleanup();
       }
@@ -166,7 +183,7 @@ export const credentialClaim = (id: string, resourceId: string | undefined, over
 export const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}): ClaimInput =>
   claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, fingerprint: '["deprovision"]', ...overrides });
 
-export async function pendingWith(store: ListingStore, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
+export async function pendingWith(store: Store, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
   const op = await claimed(store, input);
   return markPending(store, op, {
     message: 'Working on it',

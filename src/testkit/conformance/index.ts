@@ -39,7 +39,7 @@ import { suiteTest, type Suite } from './fixtures.js';
 import type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestFunctions } from './types.js';
 
 export { heldBy } from './fixtures.js';
-export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestFunctions } from './types.js';
+export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestCaseContext, TestFunctions } from './types.js';
 
 /** Runs the conformance suite against the store `makeStore` opens (a fresh, empty one per test). */
 export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions & TestFunctions): void {

@@ -202,7 +202,7 @@ export function operationCases({ describe, test }: Suite): void {
         (await store.listPendingOperations(2)).map((op) => op.targetId),
         ['p0', 'p1'],
       );
-    });
+    }, { needs: ['listPendingOperations'] });
   });
 
   describe('operations: commit', () => {
@@ -212,7 +212,7 @@ export function operationCases({ describe, test }: Suite): void {
       assert.equal(await store.getOperation(op.key), undefined);
       assert.equal(await store.getResource('r1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test("'putResource' stores the record and replaces it on a later commit", async (store) => {
       await putResource(store, resource('r1'));
@@ -244,7 +244,7 @@ export function operationCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.getOperation(op.key), op, 'the caller still holds the operation and releases it');
       await store.releaseOperation(op.key, op.token);
       assert.equal(await store.getOperation(op.key), undefined);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test("'putCredential' after the resource was deleted answers parent_missing", async (store) => {
       await putResource(store, resource('r1'));
@@ -303,7 +303,7 @@ export function operationCases({ describe, test }: Suite): void {
       assert.equal(await store.getResource('r1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
       assert.deepEqual(await store.getOperation(old.key), fresh);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('two concurrent commits with one token: exactly one applies', async (store) => {
       const op = await claimed(store, claimInput());
@@ -315,12 +315,12 @@ export function operationCases({ describe, test }: Suite): void {
       const winner = outcomes[0]!.outcome === 'committed' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
       assert.equal((await store.getResource('r1'))?.plan, winner.plan);
       assert.deepEqual(ids(await store.listDeliveries()), [winner.delivery]);
-    });
+    }, { needs: ['listDeliveries'] });
 
     test('a commit enqueues its delivery in the same step', async (store) => {
       const record = delivery('d1', { payload: { state: 'done', message: 'Credentials ready', credentials: { BONNETS_URL: 'https://u:p@b.example/r1' } } });
       await enqueue(store, record);
       assert.deepEqual(await store.listDeliveries(), [{ ...record, state: 'pending', attempts: 0, nextAttemptAt: record.createdAt }]);
-    });
+    }, { needs: ['listDeliveries'] });
   });
 }

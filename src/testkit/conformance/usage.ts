@@ -40,6 +40,6 @@ export function usageCases({ describe, test }: Suite): void {
       assert.equal(await store.pruneUsage(T0), 0);
       assert.deepEqual({ ...(await store.sumUsage('r1', 0, FOREVER)) }, { requests: 2 });
       assert.equal(await store.hasUsage('r2', 0, FOREVER), false);
-    });
+    }, { needs: ['pruneUsage'] });
   });
 }
