@@ -124,8 +124,10 @@ interface Flow {
   requestId: string | undefined;
   /** The answer recorded for the signature, once found. */
   recorded: AnswerView | undefined;
-  /** Whether the request's answer is recorded already (or will be, by its handler's end). */
+  /** Whether the request's answer is recorded already. */
   runRecorded: boolean;
+  /** Whether the recording belongs to its handler running on past the wait limit (it records its outcome, not the 503 or 202 answered meanwhile). */
+  deferred: boolean;
   deadline: number;
   status: 'runnable' | 'waiting' | 'held' | 'done';
   next: 'start' | 'claim' | 'handler';
@@ -239,6 +241,7 @@ class Model {
       requestId: step.requestId,
       recorded: undefined,
       runRecorded: false,
+      deferred: false,
       deadline: 0,
       status: 'runnable',
       next: 'start',
@@ -276,10 +279,10 @@ class Model {
         const answer = { status: 202, message: MESSAGES.handoff };
         this.instances.main.handedOff.set(flow.key, answer);
         // Not recorded now: the handler's end records its outcome (here, this 202 again).
-        flow.runRecorded = true;
+        flow.deferred = true;
         this.respond(flow, answer);
       } else {
-        flow.runRecorded = true;
+        flow.deferred = true;
         this.respond(flow, { status: 503, message: MESSAGES.inProgress });
       }
     }
@@ -364,7 +367,7 @@ class Model {
   respond(flow: Flow, answer: AnswerView): void {
     if (flow.answered) return;
     let given = answer;
-    if (!flow.runRecorded) {
+    if (!flow.runRecorded && !flow.deferred) {
       given = this.recordReplay(flow.step.requestId, answer);
       flow.runRecorded = true;
     }
