@@ -123,6 +123,8 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
   const opened: { target: DifferentialTarget; store: Store; cleanup(): Promise<void> }[] = [];
   try {
     for (const target of active) opened.push({ target, ...(await target.makeStore()) });
+    const blind = new Set(opened.filter(({ store }) => typeof store.listDeliveries !== 'function').map(({ target }) => target.name));
+    for (const name of blind) log(`differential: ${name}: callbacks enqueued NOT CHECKED (the store has no listDeliveries); answers, handler calls and the rest of the state are`);
     let run = 0;
     let failures = 0;
     let shrinks = 0;
@@ -134,7 +136,10 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
       if (failures > 0 && ++shrinks > maxShrinks) return; // shrinking budget spent: keep the smallest found
       const ids = runIds(`d${(run++).toString(36)}${randomBytes(3).toString('hex')}`);
       const steps = compile(commands, shape, ids);
-      const expected = render(runModel(steps, ids, shape), ids, steps);
+      const model = runModel(steps, ids, shape);
+      const expected = render(model, ids, steps);
+      // A store that cannot list its deliveries is compared on everything else.
+      const expectedBlind = render({ ...model, state: { ...model.state, deliveries: undefined } }, ids, steps);
       const differences: string[] = [];
       const failed = new Set<string>();
       const start = RUN_START + run * 30 * DAY;
@@ -157,7 +162,7 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
           failed.add(outcome.target.name);
           continue;
         }
-        const diff = difference(expected, outcome.got);
+        const diff = difference(blind.has(outcome.target.name) ? expectedBlind : expected, outcome.got);
         if (diff.length > 0) {
           differences.push(`${outcome.target.name} differs from the model:\n${diff.join('\n')}`);
           failed.add(outcome.target.name);
