@@ -5,9 +5,8 @@
  * started, so its lease lapses). Handlers wait on latches the steps open; the store is reached
  * through the turnstile, so the interleaving is the steps' and never the database's.
  */
-import { MarketplaceError } from '../../errors.js';
 import { accepted, type ProviderHandlers } from '../../domain/handlers.js';
-import { BadRequestError } from '../../errors.js';
+import { BadRequestError, MarketplaceError } from '../../errors.js';
 import { OperationEngine } from '../../idempotency/engine.js';
 import type { OperationCall, TableEnv } from '../../idempotency/operations.js';
 import { createLogger } from '../../lib/logger.js';
