@@ -43,3 +43,6 @@ export type { HealthCheckOptions, HealthReport, HealthSource, HealthStatus, Heal
 export { mountObservability } from './observability/mount.js';
 export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
 export type { MetricsOptions } from './observability/index.js';
+
+export { createProvider } from './core/provider.js';
+export type { CommonProviderOptions, MarketplaceLogin, Provider, ProviderOptions, ProviderSsoOptions, SealedSessionOptions, SessionHeaders, SessionHooks } from './core/types.js';
