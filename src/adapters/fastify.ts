@@ -320,7 +320,8 @@ function routes(fastify: FastifyInstance, core: ProviderCore, sso: SsoSettings |
     try {
       fastify.route({ ...route, url });
     } catch (error) {
-      if ((error as { code?: unknown }).code !== 'FST_ERR_DUPLICATED_ROUTE') throw error;
+      // Fastify 5 names the error; Fastify 4 passes on its router's.
+      if ((error as { code?: unknown }).code !== 'FST_ERR_DUPLICATED_ROUTE' && !/already declared/.test(String((error as Error).message))) throw error;
       slashes = false;
     }
   }
