@@ -37,6 +37,13 @@ export interface CompletionTarget {
 /**
  * The options `createProvider` and `marketplaceRouter` share: everything but how the host app
  * hands requests over and keeps sessions.
+ *
+ * @example
+ * ```ts
+ * const common: CommonProviderOptions = { handlers, store, catalog, masterKey, publicHost: 'api.example.com' };
+ * const router = marketplaceRouter({ ...common, sso: true });
+ * const provider = createProvider({ ...common, sso: { session: { secret } } });
+ * ```
  */
 export interface CommonProviderOptions {
   /** Your business logic. Required. */
@@ -91,6 +98,12 @@ export interface CommonProviderOptions {
 /**
  * What a marketplace sign-in leaves for the dashboard: the one resource it opens and until when.
  * The connector's access token is not part of it unless the host keeps it through {@link SessionHooks}.
+ *
+ * @example
+ * ```ts
+ * const login = await provider.session(request); // MarketplaceLogin | undefined
+ * if (login?.resourceId !== params.id) return new Response('{"message":"Sign in again"}', { status: 401 });
+ * ```
  */
 export interface MarketplaceLogin {
   /** The one resource this login may open. */
@@ -103,6 +116,12 @@ export interface MarketplaceLogin {
  * The package's own session: a sealed cookie (AES-256-GCM, the key derived from `secret`) that
  * holds the resource and the expiry, never the access token. HttpOnly, SameSite=Lax, Secure when the
  * request arrived over https.
+ */
+/**
+ * @example
+ * ```ts
+ * createProvider({ ...options, sso: { session: { secret: [process.env.SSO_SESSION_SECRET!, process.env.SSO_SESSION_SECRET_OLD!] } } });
+ * ```
  */
 export interface SealedSessionOptions {
   /**
@@ -122,13 +141,28 @@ export interface SealedSessionOptions {
   secure?: boolean | 'auto';
 }
 
-/** Headers a session hook adds to the sign-in's redirect: a `Headers`, a record or a list of pairs. */
+/**
+ * Headers a session hook adds to the sign-in's redirect: a `Headers`, a record or a list of pairs.
+ *
+ * @example
+ * ```ts
+ * return [['Set-Cookie', `sid=${id}; Path=/; HttpOnly`], ['Set-Cookie', 'seen=1; Path=/']];
+ * ```
+ */
 export type SessionHeaders = Headers | Readonly<Record<string, string | readonly string[]>> | readonly (readonly [string, string])[];
 
 /**
  * The host's own session instead of the sealed cookie: after a successful sign-in `set` stores the
  * login (the access token included, server-side) and answers the headers the redirect carries (its
  * Set-Cookie); `get` finds it again for `provider.session(request)`.
+ *
+ * @example
+ * ```ts
+ * const session: SessionHooks = {
+ *   async set(_request, login) { const id = await sessions.create(login); return { 'Set-Cookie': `sid=${id}; Path=/; HttpOnly; Secure; SameSite=Lax` }; },
+ *   async get(request) { const id = /sid=([^;]+)/.exec(request.headers.get('cookie') ?? '')?.[1]; return id === undefined ? undefined : sessions.find(id); },
+ * };
+ * ```
  */
 export interface SessionHooks {
   /** Stores the login; the returned headers (e.g. `Set-Cookie`) go on the 303 to the dashboard. */
@@ -137,7 +171,14 @@ export interface SessionHooks {
   get(request: Request): MarketplaceLogin | MarketplaceSessionData | undefined | Promise<MarketplaceLogin | MarketplaceSessionData | undefined>;
 }
 
-/** Single sign-on of {@link createProvider} (`GET /v1/sso`); needs `connector`. */
+/**
+ * Single sign-on of `createProvider` (`GET /v1/sso`); needs `connector`.
+ *
+ * @example
+ * ```ts
+ * sso: { session: { secret: process.env.SSO_SESSION_SECRET! }, dashboardUrl: (id) => `/app/${id}` }
+ * ```
+ */
 export interface ProviderSsoOptions {
   /** Where a signed-in user lands. Default `/dashboard/<resource id>`. */
   dashboardUrl?: (resourceId: string) => string;
@@ -150,7 +191,14 @@ export interface ProviderSsoOptions {
   onError?: (failure: SsoFailure, request: Request) => Response | Promise<Response>;
 }
 
-/** Options of {@link createProvider}. */
+/**
+ * Options of `createProvider`.
+ *
+ * @example
+ * ```ts
+ * const options: ProviderOptions = { handlers, masterKey: process.env.MASTER_PUBLIC_KEY, publicHost: 'api.example.com', basePath: '/marketplace' };
+ * ```
+ */
 export interface ProviderOptions extends CommonProviderOptions {
   /** Serves `GET /v1/sso`. Needs `connector`. */
   sso?: ProviderSsoOptions | false;
@@ -165,6 +213,13 @@ export interface ProviderOptions extends CommonProviderOptions {
 /**
  * The provider side of the marketplace without a framework: the signed resource and credential
  * routes, measures and single sign-on behind `fetch` and `node`, plus what your own code drives.
+ *
+ * @example
+ * ```ts
+ * const provider: Provider = createProvider(options);
+ * export const PUT = (request: Request) => provider.fetch(request);
+ * await provider.complete({ entity: 'resource', id }, { state: 'done' });
+ * ```
  */
 export interface Provider {
   /**
