@@ -459,11 +459,14 @@ function readSessionStore(value: unknown, now: () => number): SessionStore {
   return { type: 'sealed', sealed: sealedSession(FACTORY, value as SealedSessionOptions, now) };
 }
 
-/** @fastify/session's session as this plugin uses it (regenerate, save, destroy return promises without a callback). */
+/**
+ * @fastify/session's session as this plugin uses it: the callback forms of regenerate, save and
+ * destroy, which every version has (the promise forms came later).
+ */
 interface FastifySession {
-  regenerate(): Promise<void>;
-  save(): Promise<void>;
-  destroy(): Promise<void>;
+  regenerate(callback: (error?: unknown) => void): void;
+  save(callback: (error?: unknown) => void): void;
+  destroy(callback: (error?: unknown) => void): void;
   marketplace?: MarketplaceSessionData;
 }
 
@@ -475,21 +478,24 @@ function sessionOf(request: FastifyRequest): FastifySession | undefined {
   return typeof s.regenerate === 'function' && typeof s.save === 'function' && typeof s.destroy === 'function' ? session as FastifySession : undefined;
 }
 
+const settle = (step: (callback: (error?: unknown) => void) => void): Promise<void> =>
+  new Promise((resolve, reject) => step((error) => (error === undefined || error === null ? resolve() : reject(error instanceof Error ? error : new Error('session store failed')))));
+
 /**
  * The login in @fastify/session as marketplaceRouter keeps it in express-session: a new session id
  * (an id planted in the browser beforehand is worthless), the login under `marketplace`, saved.
  */
 async function keepInSession(request: FastifyRequest, session: FastifySession, login: MarketplaceSessionData): Promise<void> {
-  await session.regenerate();
+  await settle((done) => session.regenerate(done));
   // regenerate() replaces request.session.
   const fresh = sessionOf(request) ?? session;
   fresh.marketplace = login;
   try {
-    await fresh.save();
+    await settle((done) => fresh.save(done));
   } catch (error) {
     // Destroyed (not just cleared): the half-made login is not saved at the end of the request.
     delete fresh.marketplace;
-    await fresh.destroy().catch(() => undefined);
+    await settle((done) => fresh.destroy(done)).catch(() => undefined);
     throw error;
   }
 }

@@ -317,6 +317,39 @@ describe('Fastify 5: single sign-on behind @fastify/session', () => {
   });
 });
 
+describe('Fastify 5: single sign-on with @fastify/session\'s store down', () => {
+  it('answers 500 with no session cookie, and says in the log that the session store may be down', async () => {
+    const fake = createFakeConnector(CLIENT);
+    const { url } = await fake.listen();
+    const resource = newId();
+    fake.addResource({ id: resource });
+    const lines: string[] = [];
+    const { createRedactingLogger } = await import('../../src/lib/logger.js');
+    const { default: fastifyCookie } = await import('@fastify/cookie');
+    const { default: fastifySession } = await import('@fastify/session');
+    const down = (callback: (error?: Error) => void) => callback(new Error('session store down'));
+    const app = fastify5();
+    await app.register(fastifyCookie);
+    await app.register(fastifySession, {
+      secret: 'fastify-session-store-down-secret-0123456789',
+      saveUninitialized: false,
+      cookie: { secure: false },
+      store: { get: (_id: string, callback: (error: null, session: null) => void) => callback(null, null), set: (_id: string, _session: unknown, callback: (error?: Error) => void) => down(callback), destroy: (_id: string, callback: (error?: Error) => void) => callback() },
+    });
+    await app.register(marketplacePlugin, { handlers: countingHandlers().handlers, logger: createRedactingLogger({ write: (line: string) => void lines.push(line) }, 'info'), outbox: false, connector: { url, ...CLIENT }, sso: true });
+    const target = await listenOn(app as unknown as FastifyInstance);
+    try {
+      const answer = await fetch(`${target.url}/v1/sso?code=${fake.issueSsoCode({ resourceId: resource })}&resource_id=${resource}`, { redirect: 'manual' });
+      assert.equal(answer.status, 500);
+      assert.deepEqual(answer.headers.getSetCookie(), []);
+      assert.match(lines.join(''), /could not keep the login in the session \(is the session store up\?\)/);
+    } finally {
+      await target.close();
+      await fake.close();
+    }
+  });
+});
+
 describe('Fastify 5: single sign-on without @fastify/session', () => {
   it('answers 500 and logs how to register the session plugins', async () => {
     const fake = createFakeConnector(CLIENT);
