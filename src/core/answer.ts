@@ -79,26 +79,33 @@ export function writeAnswer(res: ServerResponse, answer: CoreAnswer, method: str
   else res.end(body, 'utf8');
 }
 
-/** The same answer as a Web `Response`. */
+/**
+ * The same answer as a Web `Response`. Its headers go as a plain record unless one repeats
+ * (Set-Cookie): a Node bridge such as @hono/node-server then writes them as they are, without a
+ * `Headers` object per answer.
+ */
 export function toResponse(answer: CoreAnswer, method: string): Response {
-  const headers = new Headers();
+  const record: Record<string, string> = {};
+  let repeated: [string, string][] | undefined;
   if (answer.headers !== undefined) {
-    for (const [name, value] of Object.entries(answer.headers)) {
+    for (const name in answer.headers) {
       // Connection is the server's business in a fetch host (and a forbidden header there).
       if (name.toLowerCase() === 'connection') continue;
-      if (typeof value === 'string') headers.set(name, value);
-      else for (const one of value) headers.append(name, one);
+      const value = answer.headers[name]!;
+      if (typeof value === 'string') record[name] = value;
+      else for (const one of value) (repeated ??= []).push([name, one]);
     }
   }
   let body: string | undefined;
   if (answer.json !== undefined) {
     body = JSON.stringify(answer.json);
-    headers.set('Content-Type', JSON_TYPE);
+    record['Content-Type'] = JSON_TYPE;
   } else if (answer.text !== undefined) {
     body = answer.text;
-    headers.set('Content-Type', answer.type ?? 'text/plain; charset=utf-8');
+    record['Content-Type'] = answer.type ?? 'text/plain; charset=utf-8';
   }
-  if (body !== undefined) headers.set('Content-Length', String(Buffer.byteLength(body)));
+  if (body !== undefined) record['Content-Length'] = String(Buffer.byteLength(body));
   const empty = body === undefined || method === 'HEAD' || answer.status === 204 || answer.status === 304;
+  const headers = repeated === undefined ? record : [...Object.entries(record), ...repeated];
   return new Response(empty ? null : body, { status: answer.status, headers });
 }

@@ -204,7 +204,8 @@ export class ProviderCore {
   async #fetchAnswer(request: Request, match: Exclude<PathMatch, undefined>, method: string, url: URL, headers: Record<string, string>): Promise<SsoAnswer> {
     const query = url.search.length === 0 ? '' : url.search.slice(1);
     if (match.type === 'sso') return this.answerSso({ method, query, headers, secure: url.protocol === 'https:', webRequest: () => request });
-    const body = request.body === null ? { bytes: EMPTY } : { read: (limit: number, timeoutMs: number) => readWebBody(request, limit, timeoutMs) };
+    // Read only once the header checks passed; `request.body` is not touched before (see readWebBody).
+    const body = { read: (limit: number, timeoutMs: number) => readWebBody(request, limit, timeoutMs) };
     const verified = await this.verifyRequest({ method, url: url.pathname + url.search, headers, onceEach: false, body });
     if (!('accepted' in verified)) return verified;
     if (match.type === 'signed') return NOT_FOUND;
@@ -230,8 +231,6 @@ export class ProviderCore {
     return this.sso.session(request, (node) => webRequestOf(node as IncomingMessage, false));
   }
 }
-
-const EMPTY = new Uint8Array(0);
 
 /**
  * The provider without a framework: the signed resource and credential routes, measures and
