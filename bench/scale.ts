@@ -104,7 +104,15 @@ let postgres: { schema: string; client: PgClient; applicationName: string } | un
 const backendTicks = new Map<number, number>();
 let backendMicros = 0;
 
-async function open(params: OpenParams): Promise<{ port: number; where: string }> {
+export interface OpenResult {
+  port: number;
+  /** The database file, or the schema. */
+  where: string;
+  /** PostgreSQL: whether the server runs autovacuum, which reclaims the rows the store deletes. */
+  autovacuum?: boolean;
+}
+
+async function open(params: OpenParams): Promise<OpenResult> {
   if (store !== undefined) throw new Error('bench: scale server already open');
   const encryptionKey = root.generateEncryptionKey();
   if (params.store === 'sqlite') {
@@ -170,7 +178,10 @@ async function open(params: OpenParams): Promise<{ port: number; where: string }
   cpuStart = process.cpuUsage();
   await readBackends();
   backendMicros = 0;
-  return { port: (listening.address() as AddressInfo).port, where: sqlite?.path ?? `schema ${postgres!.schema}` };
+  const port = (listening.address() as AddressInfo).port;
+  if (postgres === undefined) return { port, where: sqlite!.path };
+  const { rows } = await postgres.client.query<{ autovacuum: string }>('SHOW autovacuum');
+  return { port, where: `schema ${postgres.schema}`, autovacuum: rows[0]?.autovacuum === 'on' };
 }
 
 const RESOURCE = { product: 'generator', plan: 'low', region: 'aws::us-east-1', message: 'Your generator is ready' } as const;
