@@ -27,6 +27,8 @@ export type {
 export * from './errors.js';
 
 export { memoryStore } from './store/memory.js';
+export { decideClaim, decideRecord } from './idempotency/claim-rule.js';
+export type { ClaimDecision, ClaimReads, ClaimWrite, SnapshotScope } from './idempotency/claim-rule.js';
 export { generateEncryptionKey, DecryptionError } from './store/crypto.js';
 export { operationKey } from './store/types.js';
 export type * from './store/types.js';

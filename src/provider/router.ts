@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { BadRequestError, InvalidOptionsError, NotFoundError } from '../errors.js';
 import type { CompletionTarget } from '../idempotency/engine.js';
-import { prepareOperation, type OperationCall } from '../idempotency/operations.js';
+import type { OperationCall } from '../idempotency/operations.js';
 import { signatureCheck } from '../signature/middleware.js';
 import { ssoHandler } from '../sso/index.js';
 import type { OperationKind, OperationRecord, Store } from '../store/types.js';
@@ -63,7 +63,7 @@ export interface MarketplaceRouter extends Router {
  */
 export function marketplaceRouter(options: MarketplaceRouterOptions): MarketplaceRouter {
   const provider = composeProvider(options);
-  const { store, logger, clock, engine, env, connector, outbox, ledger, handlers, instrumentation, health } = provider;
+  const { store, logger, clock, engine, connector, outbox, ledger, handlers, instrumentation, health } = provider;
   const log = requestLogger(logger, instrumentation);
   const respondError = errorResponder(logger);
   const checkSignature = signatureCheck({
@@ -154,7 +154,8 @@ export function marketplaceRouter(options: MarketplaceRouterOptions): Marketplac
         requestId: requestSignature(req),
         reqId: requestIdOf(req),
       };
-      send(res, await engine.execute(await prepareOperation(call, env)));
+      // One call: a refusal from validation is recorded against the signature like any answer.
+      send(res, await engine.handle(call));
     } catch (error) {
       fail(error, req, res, out);
     }

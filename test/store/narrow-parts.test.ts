@@ -18,7 +18,7 @@ import { enqueue, fakeClock } from '../outbox/helpers.js';
 
 const REQUIRED = [
   'getResource', 'getCredential', 'listCredentials',
-  'claimOperation', 'getOperation', 'renewOperation', 'releaseOperation', 'markOperationPending', 'commitOperation', 'isDeleted', 'pruneReplays',
+  'claimOperation', 'getOperation', 'renewOperation', 'releaseOperation', 'markOperationPending', 'commitOperation', 'recordReplay', 'isDeleted', 'pruneReplays',
   'claimDeliveries', 'completeDelivery', 'retryDelivery', 'failDelivery',
   'recordUsage', 'sumUsage', 'hasUsage',
 ] as const satisfies readonly (keyof (EntityReads & OperationStore & DeliveryStore & UsageStore))[];

@@ -3,15 +3,22 @@ const MAX_BATCH = 64;
 
 /**
  * Group calls for PostgreSQL: the claims, or the commits, that arrive in the same turn of the event
- * loop go to the server as ONE statement (`claim_operations` / `commit_operations`, migration 4),
+ * loop go to the server as ONE statement (`claim_operations_v2`, migration 5 / `commit_operations`, migration 4),
  * so they share one round trip, one transaction and, for commits, one WAL flush, instead of paying
  * each per request. Each call keeps its own answer: the functions answer a refusal (busy, a lost
  * lease, a deleted entity) without writing anything, so one refusal does not disturb the others.
  * When the batch as a whole fails (a deadlock with another instance's batch, an error in one
  * call), nothing of it was kept, and each call is sent again on its own, so an error reaches only
- * the call that causes it. A lone call is sent as the plain function call.
+ * the call that causes it. A lone call is sent as the plain function call. A claim batch takes its
+ * locks in one global order (migration 5), so two instances' batches cannot deadlock each other;
+ * `onFallback` reports any batch that failed as a whole (a deadlock shows as code 40P01).
  */
-export function batched<R>(send: { single(params: unknown[]): Promise<R>; batch(columns: unknown[][]): Promise<R[]> }): (params: unknown[]) => Promise<R> {
+export function batched<R>(send: {
+  single(params: unknown[]): Promise<R>;
+  batch(columns: unknown[][]): Promise<R[]>;
+  /** Told of each batch that failed as a whole (with the error and its number of calls) before they go alone. */
+  onFallback?(error: unknown, calls: number): void;
+}): (params: unknown[]) => Promise<R> {
   interface Queued {
     params: unknown[];
     resolve(result: R): void;
@@ -37,8 +44,9 @@ export function batched<R>(send: { single(params: unknown[]): Promise<R>; batch(
       send.batch(columns).then((results) => {
         if (results.length !== group.length) throw new Error(`a batch of ${group.length} calls answered ${results.length} results`);
         group.forEach((item, index) => item.resolve(results[index]!));
-      }).catch(() => {
+      }).catch((error: unknown) => {
         // Rolled back as a whole: every call again, alone.
+        send.onFallback?.(error, group.length);
         for (const item of group) runAlone(item);
       });
     }

@@ -1,12 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { Pool, QueryResultRow } from 'pg';
-import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../../errors.js';
+import { InvalidOptionsError, ServiceUnavailableError } from '../../errors.js';
 import { asOptionsObject, integerOption, rejectUnknownKeys } from '../../lib/options.js';
-import { entityDeletedError } from '../common.js';
 import { storeCipher, type EncryptionKeyOption, type SecretCipher } from '../crypto.js';
 import {
   byDue,
-  claimValues,
   recordMappers,
   toOutboxStats,
   usageJson,
@@ -15,33 +13,16 @@ import {
   type DeliveryRow,
   type OperationRow,
   type OutboxStatsRow,
-  type ReplayRow,
-  replayBody,
   type ResourceRow,
 } from '../durable.js';
 import { bind } from '../sql/dialect.js';
 import { statements as compileStatements, type StatementName } from '../sql/statements.js';
 import { POSTGRES_MIGRATIONS } from '../migrations/postgres.js';
 import { latestVersion } from '../migrations/types.js';
-import type { ClaimInput, ClaimResult, CommitInput, DiagnosableStore, ReplayRecord } from '../types.js';
-import { batched } from './batch.js';
+import type { DiagnosableStore } from '../types.js';
 import { mapError, openConnection, watchPool, type PostgresConnectionOptions } from './connection.js';
 import { applyMigrations, schemaVersion, STORE_LEDGER } from './migrations.js';
-
-/** What the claim_operation function of migration 3 answers (rows as JSON). */
-type ClaimRow =
-  | { outcome: 'replayed'; replay: ReplayRow }
-  | { outcome: 'busy' | 'blocked'; operation: OperationRow }
-  | {
-      outcome: 'claimed';
-      operation: OperationRow;
-      resource: ResourceRow | null;
-      resource_deleted: boolean;
-      credential: CredentialRow | null;
-      credential_deleted: boolean;
-      credentials: CredentialRow[];
-    }
-  | { outcome: 'unavailable' };
+import { operationSteps } from './operations.js';
 
 const FACTORY = 'postgresStore';
 
@@ -77,8 +58,9 @@ export interface PostgresStore extends DiagnosableStore {
  * guarded by a unique key or a row lock, never a read followed by a write.
  *
  * - Migrations run on start (unless `migrate: false`) under an advisory lock; see {@link migratePostgres}.
- * - A claim and a commit are one statement each (functions of migration 3); a credential claim and
- *   its resource's deprovision claim serialize on an advisory lock of the resource id.
+ * - A claim and a commit are one statement each (the claim rule's PL/pgSQL port of migration 5, the
+ *   commit of migration 4); a credential claim and its resource's deprovision claim serialize on
+ *   an advisory lock of the resource id; the claims (or commits) of one tick go as one statement.
  * - Credential values, callback payloads and recorded answers are sealed with AES-256-GCM under
  *   `encryptionKey`; `encryptionKey: false` opens the schema for diagnostics only.
  * - An unreachable or failing server rejects with ServiceUnavailableError (503); nothing partial is
@@ -146,7 +128,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
   }
 
   const sql = compileStatements('postgres', schema);
-  const { toResource, toCredential, toOperation, toDelivery, toSummary, toAnswer } = recordMappers(cipher);
+  const { toResource, toCredential, toOperation, toDelivery, toSummary } = recordMappers(cipher);
 
   const rows = <R extends object>(name: StatementName, values: Record<string, unknown> = {}): Promise<R[]> => query<R>(sql[name].text, bind(sql[name], values));
   const first = async <R extends object>(name: StatementName, values: Record<string, unknown> = {}): Promise<R | undefined> => (await rows<R>(name, values))[0];
@@ -159,118 +141,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
     }
   }
 
-  /** The replay record as the commit function takes it: JSON (with the body when it holds no secret) and the sealed body. */
-  const replayParams = (replay: ReplayRecord | undefined): [string | null, Buffer | null] => {
-    if (replay === undefined) return [null, null];
-    const { body, sealed } = replayBody(cipher, replay.requestId, replay.answer.body);
-    // The body is already JSON text: spliced in as is rather than parsed and serialized again.
-    const record = JSON.stringify({ requestId: replay.requestId, status: replay.answer.status, expiresAt: replay.expiresAt });
-    return [body === null ? record : `${record.slice(0, -1)},"body":${body}}`, sealed];
-  };
-
   // The two statements of every request are prepared once per connection (named), so the server
   // parses and plans them once; the name carries the schema, as two stores may share a pool.
   const statementPrefix = `em_${createHash('sha256').update(schema).digest('hex').slice(0, 12)}_`;
-  // One statement: the function of migration 3 applies every rule of ClaimResult in one transaction.
-  const claimSql = `SELECT ${t('claim_operation')}($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11) AS result`;
-  const claimBatchSql = `SELECT ${t('claim_operations')}($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::json[], $9::bigint[], $10::text[], $11::text[]) AS result`;
-  const claimCall = batched<ClaimRow>({
-    single: async (params) => (await query<{ result: ClaimRow }>({ name: `${statementPrefix}claim`, text: claimSql }, params))[0]!.result,
-    batch: async (columns) => (await query<{ result: ClaimRow[] }>({ name: `${statementPrefix}claims`, text: claimBatchSql }, columns))[0]!.result,
-  });
-  async function claimOperation(input: ClaimInput): Promise<ClaimResult> {
-    const values = claimValues(input, input.key.startsWith('credential:') ? input.parentId : undefined);
-    const result = await claimCall([
-      values.key, values.kind, values.targetId, values.fingerprint, values.token, values.owner,
-      values.leaseExpiresAt, values.request, values.now, values.parentId ?? null, input.requestId ?? null,
-    ]);
-    switch (result.outcome) {
-      case 'replayed':
-        return { outcome: 'replayed', answer: toAnswer(result.replay) };
-      case 'busy':
-      case 'blocked':
-        return { outcome: result.outcome, operation: toOperation(result.operation) };
-      case 'claimed':
-        return {
-          outcome: 'claimed',
-          operation: toOperation(result.operation),
-          snapshot: {
-            resource: result.resource === null ? undefined : toResource(result.resource),
-            resourceDeleted: result.resource_deleted === true,
-            credential: result.credential === null ? undefined : toCredential(result.credential),
-            credentialDeleted: result.credential_deleted === true,
-            credentials: result.credentials.map(toCredential),
-          },
-        };
-      default:
-        // The key changed hands eight times during one claim: a holder that lives that briefly is rare.
-        throw new ServiceUnavailableError('The operation is changing hands too fast, retry later');
-    }
-  }
-
-  const commitSql = `SELECT ${t('commit_operation')}($1, $2, $3::json, $4::json, $5, $6::json, $7, $8::json, $9, $10) AS result`;
-  const commitBatchSql = `SELECT ${t('commit_operations')}($1::text[], $2::text[], $3::json[], $4::json[], $5::bytea[], $6::json[], $7::bytea[], $8::json[], $9::bytea[], $10::text[]) AS result`;
-  const commitCall = batched<string>({
-    single: async (params) => (await query<{ result: string }>({ name: `${statementPrefix}commit`, text: commitSql }, params))[0]!.result,
-    batch: async (columns) => (await query<{ result: string[] }>({ name: `${statementPrefix}commits`, text: commitBatchSql }, columns))[0]!.result,
-  });
-  async function commitOperation(key: string, token: string, commit: CommitInput): Promise<void> {
-    const { mutation, delivery } = commit;
-    let mutationJson: Record<string, unknown>;
-    let features: string | null = null;
-    let sealed: Buffer | null = null;
-    switch (mutation.type) {
-      case 'putResource': {
-        const { features: values, ...resource } = mutation.resource;
-        mutationJson = { type: mutation.type, ...resource };
-        features = JSON.stringify(values);
-        break;
-      }
-      case 'putCredential': {
-        const { values, ...credential } = mutation.credential;
-        mutationJson = { type: mutation.type, ...credential };
-        sealed = cipher.seal(values, `credential:${credential.id}`);
-        break;
-      }
-      default:
-        mutationJson = { ...mutation };
-    }
-    const [replayJson, replaySealed] = replayParams(commit.replay);
-    const result = await commitCall([
-      key,
-      token,
-      JSON.stringify(mutationJson),
-      features,
-      sealed,
-      delivery === undefined ? null : JSON.stringify({ id: delivery.id, callbackId: delivery.callbackId, url: delivery.url, createdAt: delivery.createdAt, deadlineAt: delivery.deadlineAt }),
-      delivery === undefined ? null : cipher.seal(delivery.payload, `delivery:${delivery.id}`),
-      replayJson,
-      replaySealed,
-      commit.orphanMessage ?? null,
-    ]);
-    switch (result) {
-      case 'ok':
-        return;
-      case 'lease_lost':
-        throw new LeaseLostError();
-      case 'not_found':
-        throw new NotFoundError('Resource not found');
-      case 'resource_deleted':
-        throw entityDeletedError('resource');
-      default:
-        throw entityDeletedError('credential');
-    }
-  }
-
-  // One statement, so the 202 and its recorded answer are written together or not at all.
-  const markPendingSql = `
-    WITH marked AS (${sql.markPending.text}),
-    recorded AS (
-      INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at)
-      SELECT ($7::json)->>'requestId', (($7::json)->>'status')::integer, $8::bytea, ($7::json)->'body', (($7::json)->>'expiresAt')::bigint
-      FROM marked WHERE $7::json IS NOT NULL
-      ON CONFLICT (request_id) DO NOTHING)
-    SELECT * FROM marked`;
+  // Claims, commits, pending marks and recorded answers: operations.ts (the claim rule's PL/pgSQL port).
+  const steps = operationSteps({ query, t, statementPrefix, sql, cipher, logger });
 
   const store: PostgresStore = {
     kind: 'postgres',
@@ -297,7 +172,7 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       return row === undefined ? undefined : toOperation(row);
     },
 
-    claimOperation,
+    claimOperation: steps.claimOperation,
 
     async renewOperation(key, token, leaseExpiresAt) {
       return (await changes('renew', { key, token, leaseExpiresAt })) > 0;
@@ -307,14 +182,11 @@ export function postgresStore(options: PostgresStoreOptions): PostgresStore {
       await changes('release', { key, token });
     },
 
-    async markOperationPending(key, token, pending) {
-      const [replayJson, replaySealed] = replayParams(pending.replay);
-      const [row] = await query<OperationRow>(markPendingSql, [...bind(sql.markPending, { ...pending, key, token }), replayJson, replaySealed]);
-      if (row === undefined) throw new LeaseLostError();
-      return toOperation(row);
-    },
+    markOperationPending: steps.markOperationPending,
 
-    commitOperation,
+    commitOperation: steps.commitOperation,
+
+    recordReplay: steps.recordReplay,
 
     async isDeleted(entity, id) {
       return (await first('isDeleted', { entity, id })) !== undefined;

@@ -1,7 +1,9 @@
 /** Store conformance: What a claim reads and whom it waits for: the claim's snapshot, the parent/child exclusion, and the pending credential operations a deprovision leaves orphaned. */
 import assert from 'node:assert/strict';
-import { LeaseLostError } from '../../errors.js';
-import { T0, LEASE, claimInput, resource, credential, claimed, heldBy, putResource, putCredential, deleteResource, credentialClaim, deprovisionClaim, pendingWith, type Suite } from './fixtures.js';
+import {
+  T0, LEASE, claimInput, resource, credential, claimed, heldBy, putResource, putCredential, deleteResource, credentialClaim, deprovisionClaim, pendingWith,
+  commit, markPending, LEASE_LOST, type Suite,
+} from './fixtures.js';
 
 /** Registers the cases of claims: snapshot. */
 export function snapshotCases({ describe, test }: Suite): void {
@@ -39,13 +41,13 @@ export function snapshotCases({ describe, test }: Suite): void {
       assert.equal(put.outcome, 'claimed');
       if (put.outcome !== 'claimed') return;
       assert.deepEqual(put.snapshot, { resource: resource('r1'), resourceDeleted: false, credential: undefined, credentialDeleted: false, credentials: [] });
-      await store.commitOperation(put.operation.key, put.operation.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } });
+      await commit(store, put.operation, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } });
 
       const del = await store.claimOperation(credentialClaim('c1', undefined, { now: T0 + 1 }));
       assert.equal(del.outcome, 'claimed');
       if (del.outcome === 'claimed') {
         assert.deepEqual(del.snapshot, { resource: resource('r1'), resourceDeleted: false, credential: credential('c1', 'r1'), credentialDeleted: false, credentials: [] });
-        await store.commitOperation(del.operation.key, del.operation.token, { mutation: { type: 'deleteCredential', id: 'c1', deletedAt: T0 + 1 } });
+        await commit(store, del.operation, { mutation: { type: 'deleteCredential', id: 'c1', deletedAt: T0 + 1 } });
       }
       const again = await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + 2 }));
       assert.equal(again.outcome, 'claimed');
@@ -57,7 +59,7 @@ export function snapshotCases({ describe, test }: Suite): void {
 /** Registers the cases of claims: parent, orphans. */
 export function exclusionCases({ describe, test }: Suite): void {
   describe('parent/child exclusion', () => {
-    test('a credential claim is blocked while its resource holds a live deprovision, running or pending', async (store) => {
+    test('a credential claim is blocked while its resource runs a deprovision, and refused (409) while one is pending', async (store) => {
       await putResource(store, resource('r1'));
       const deprovision = await claimed(store, deprovisionClaim('r1'));
       const blocked = await store.claimOperation(credentialClaim('c1', 'r1'));
@@ -65,8 +67,15 @@ export function exclusionCases({ describe, test }: Suite): void {
       assert.equal(heldBy(blocked).key, 'resource:r1');
       assert.equal(await store.getOperation('credential:c1'), undefined, 'nothing claimed');
 
-      await store.markOperationPending(deprovision.key, deprovision.token, { message: 'Unravelling', deadlineAt: T0 + 86_400_000 });
-      assert.equal((await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + 1 }))).outcome, 'blocked');
+      // Changed by issue 19: a pending deprovision may last hours, so the claim refuses at once
+      // (`conflict`), which lets it record the 409 against the request's signature.
+      const pending = await markPending(store, deprovision, { message: 'Unravelling', deadlineAt: T0 + 86_400_000 });
+      assert.deepEqual(await store.claimOperation(credentialClaim('c1', 'r1', { now: T0 + 1 })), {
+        outcome: 'conflict',
+        operation: pending,
+        answer: { status: 409, body: { message: 'Another operation on this entity is pending; wait for its outcome' } },
+      });
+      assert.equal(await store.getOperation('credential:c1'), undefined, 'nothing claimed');
       assert.equal((await store.claimOperation(credentialClaim('c2', 'other', { now: T0 + 1 }))).outcome, 'claimed', 'other resources are free');
     });
 
@@ -92,7 +101,7 @@ export function exclusionCases({ describe, test }: Suite): void {
 
       const deleting = await claimed(store, credentialClaim('c1', undefined));
       assert.equal((await store.claimOperation(deprovisionClaim('r1'))).outcome, 'blocked', 'a running credential DELETE blocks too');
-      await store.markOperationPending(deleting.key, deleting.token, { message: 'Revoking', deadlineAt: T0 + 86_400_000 });
+      await markPending(store, deleting, { message: 'Revoking', deadlineAt: T0 + 86_400_000 });
       assert.equal((await store.claimOperation(deprovisionClaim('r1'))).outcome, 'claimed', 'a pending one does not');
     });
 
@@ -111,7 +120,7 @@ export function exclusionCases({ describe, test }: Suite): void {
       const elsewhere = await pendingWith(store, credentialClaim('c9', 'other'), true);
 
       const op = await claimed(store, deprovisionClaim('r1', { now: T0 + 5 }));
-      await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' });
+      await commit(store, op, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' });
 
       assert.equal(await store.getOperation('credential:c2'), undefined);
       assert.equal(await store.getOperation('credential:c1'), undefined);
@@ -131,7 +140,7 @@ export function exclusionCases({ describe, test }: Suite): void {
       await putResource(store, resource('r1'));
       const pending = await pendingWith(store, credentialClaim('c2', 'r1'), true);
       const op = await claimed(store, deprovisionClaim('r1', { now: T0 + 5 }));
-      await assert.rejects(store.commitOperation(op.key, 'not-the-token', { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' }), LeaseLostError);
+      assert.deepEqual(await store.commitOperation(op.key, 'not-the-token', { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 5 }, orphanMessage: 'The resource was deprovisioned' }), LEASE_LOST);
       assert.deepEqual(await store.getOperation('credential:c2'), pending);
       assert.deepEqual(await store.listDeliveries(), []);
     }, { needs: ['listDeliveries'] });

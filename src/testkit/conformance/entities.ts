@@ -1,8 +1,10 @@
 /** Store conformance: The stored entities: what an empty store reads, tombstones, credentials of a resource, and records as copies. */
 import assert from 'node:assert/strict';
-import { LeaseLostError, NotFoundError } from '../../errors.js';
 import type { DeliveryRecord, OperationRequest } from '../../store/types.js';
-import { T0, LEASE, FOREVER, claimInput, resource, credential, delivery, claimed, putResource, putCredential, deleteResource, deleteCredential, refusedAsDeleted, enqueue, ids, type Suite } from './fixtures.js';
+import {
+  T0, LEASE, FOREVER, claimInput, resource, credential, delivery, claimed, putResource, putCredential, deleteResource, deleteCredential, enqueue, ids,
+  commit, markPending, tombstoned, LEASE_LOST, PARENT_MISSING, type Suite,
+} from './fixtures.js';
 
 /** Registers the cases of entities: reads. */
 export function readCases({ describe, test }: Suite): void {
@@ -39,8 +41,8 @@ export function tombstoneCases({ describe, test }: Suite): void {
       const failed = await claimed(store, claimInput({ key: 'resource:r2', targetId: 'r2' }));
       await store.releaseOperation(failed.key, failed.token);
       const errored = await claimed(store, claimInput({ key: 'resource:r3', targetId: 'r3' }));
-      await store.markOperationPending(errored.key, errored.token, { message: 'Provisioning started', deadlineAt: FOREVER });
-      await store.commitOperation(errored.key, errored.token, { mutation: { type: 'none' } });
+      await markPending(store, errored, { message: 'Provisioning started', deadlineAt: FOREVER });
+      await commit(store, errored, { mutation: { type: 'none' } });
       for (const id of ['r2', 'r3']) assert.equal(await store.isDeleted('resource', id), false);
       await putResource(store, resource('r2'));
       assert.deepEqual(await store.getResource('r2'), resource('r2'));
@@ -74,13 +76,13 @@ export function tombstoneCases({ describe, test }: Suite): void {
       assert.equal(await store.isDeleted('resource', 'r1'), false);
     });
 
-    test("'putResource' of a deleted id rejects with ConflictError; nothing is written and the operation is still held", async (store) => {
+    test("'putResource' of a deleted id answers tombstoned; nothing is written and the operation is still held", async (store) => {
       await putResource(store, resource('r1'));
       await deleteResource(store, 'r1', T0 + 10);
       const op = await claimed(store, claimInput({ now: T0 + 20 }));
-      await assert.rejects(
-        store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { createdAt: T0 + 20, updatedAt: T0 + 20 }) }, delivery: delivery('d1') }),
-        refusedAsDeleted,
+      assert.deepEqual(
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { createdAt: T0 + 20, updatedAt: T0 + 20 }) }, delivery: delivery('d1') }),
+        tombstoned('resource'),
       );
       assert.equal(await store.getResource('r1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
@@ -89,14 +91,14 @@ export function tombstoneCases({ describe, test }: Suite): void {
       assert.equal(await store.isDeleted('resource', 'r1'), true);
     }, { needs: ['listDeliveries'] });
 
-    test("'putCredential' of a deleted credential id rejects with ConflictError; nothing is written", async (store) => {
+    test("'putCredential' of a deleted credential id answers tombstoned; nothing is written", async (store) => {
       await putResource(store, resource('r1'));
       await putCredential(store, credential('c1', 'r1'));
       await deleteCredential(store, 'c1', T0 + 10);
       const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
-      await assert.rejects(
-        store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') }, delivery: delivery('d1') }),
-        refusedAsDeleted,
+      assert.deepEqual(
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') }, delivery: delivery('d1') }),
+        tombstoned('credential'),
       );
       assert.equal(await store.getCredential('c1'), undefined);
       assert.deepEqual(await store.listCredentials('r1'), []);
@@ -104,12 +106,12 @@ export function tombstoneCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.getOperation(op.key), op);
     }, { needs: ['listDeliveries'] });
 
-    test("'putCredential' of a credential deleted with its resource rejects with NotFoundError (the resource is checked first)", async (store) => {
+    test("'putCredential' of a credential deleted with its resource answers parent_missing (the resource is checked first)", async (store) => {
       await putResource(store, resource('r1'));
       await putCredential(store, credential('c1', 'r1'));
       await deleteResource(store, 'r1', T0 + 10);
       const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r1' } }));
-      await assert.rejects(store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), NotFoundError);
+      assert.deepEqual(await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), PARENT_MISSING);
       assert.equal(await store.getCredential('c1'), undefined);
     });
 
@@ -117,7 +119,7 @@ export function tombstoneCases({ describe, test }: Suite): void {
       await putResource(store, resource('r1'));
       const old = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
       await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' }, now: old.leaseExpiresAt, owner: 'owner-b' }));
-      await assert.rejects(store.commitOperation(old.key, old.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } }), LeaseLostError);
+      assert.deepEqual(await store.commitOperation(old.key, old.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } }), LEASE_LOST);
       assert.equal(await store.isDeleted('resource', 'r1'), false);
       assert.deepEqual(await store.getResource('r1'), resource('r1'));
     });

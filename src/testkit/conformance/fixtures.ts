@@ -1,7 +1,6 @@
 /** Store conformance: the records, claims and helpers every group of cases builds on. */
 import assert from 'node:assert/strict';
-import { ConflictError } from '../../errors.js';
-import type { ClaimInput, ClaimResult, CredentialRecord, NewDelivery, OperationRecord, OperationRequest, ResourceRecord, Store, StoreDiagnostics } from '../../store/types.js';
+import type { ClaimInput, ClaimResult, CommitInput, CommitResult, CredentialRecord, NewDelivery, OperationRecord, OperationRequest, ResourceRecord, Store, StoreDiagnostics } from '../../store/types.js';
 import type { StoreContractOptions, StoreUnderTest, TestFunctions } from './types.js';
 
 /** An optional method of the contract (StoreDiagnostics). */
@@ -90,15 +89,32 @@ export async function claimed(store: Store, input: ClaimInput): Promise<Operatio
   return result.operation;
 }
 
-/** The operation a claim result names: the claimed one, or the live holder (busy or blocked). */
+/** The operation a claim result names: the claimed one, or the live holder (busy, blocked, pending, conflict). */
 export function heldBy(result: ClaimResult): OperationRecord {
-  if (result.outcome === 'replayed') assert.fail('expected a claim, got a replayed answer');
+  if (result.outcome === 'replayed' || result.outcome === 'unavailable') assert.fail(`expected a claim or a holder, got ${result.outcome}`);
   return result.operation;
+}
+
+export const COMMITTED: CommitResult = { outcome: 'committed' };
+export const LEASE_LOST: CommitResult = { outcome: 'lease_lost' };
+export const PARENT_MISSING: CommitResult = { outcome: 'parent_missing' };
+export const tombstoned = (entity: 'resource' | 'credential'): CommitResult => ({ outcome: 'tombstoned', entity });
+
+/** Commits and asserts that the commit answered `committed`. */
+export async function commit(store: Store, op: Pick<OperationRecord, 'key' | 'token'>, input: CommitInput): Promise<void> {
+  assert.deepEqual(await store.commitOperation(op.key, op.token, input), COMMITTED);
+}
+
+/** Marks a claim pending and asserts that it still held the key. */
+export async function markPending(store: Store, op: Pick<OperationRecord, 'key' | 'token'>, pending: Parameters<Store['markOperationPending']>[2]): Promise<OperationRecord> {
+  const marked = await store.markOperationPending(op.key, op.token, pending);
+  if (marked === undefined) assert.fail(`markOperationPending answered undefined (lease lost) for ${op.key}`);
+  return marked;
 }
 
 export async function putResource(store: Store, record: ResourceRecord): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${record.id}`, targetId: record.id, now: record.updatedAt }));
-  await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: record } });
+  await commit(store, op, { mutation: { type: 'putResource', resource: record } });
 }
 
 export async function putCredential(store: Store, record: CredentialRecord): Promise<void> {
@@ -106,12 +122,12 @@ export async function putCredential(store: Store, record: CredentialRecord): Pro
     store,
     claimInput({ key: `credential:${record.id}`, kind: 'provisionCredentials', targetId: record.id, request: { kind: 'provisionCredentials', resourceId: record.resourceId } }),
   );
-  await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: record } });
+  await commit(store, op, { mutation: { type: 'putCredential', credential: record } });
 }
 
 export async function deleteResource(store: Store, id: string, deletedAt: number): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:${id}`, kind: 'deprovision', targetId: id, request: { kind: 'deprovision' }, now: deletedAt }));
-  await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id, deletedAt } });
+  await commit(store, op, { mutation: { type: 'deleteResource', id, deletedAt } });
 }
 
 export async function deleteCredential(store: Store, id: string, deletedAt: number): Promise<void> {
@@ -119,15 +135,12 @@ export async function deleteCredential(store: Store, id: string, deletedAt: numb
     store,
     claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' }, now: deletedAt }),
   );
-  await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id, deletedAt } });
+  await commit(store, op, { mutation: { type: 'deleteCredential', id, deletedAt } });
 }
-
-/** A refusal of a put for a tombstoned id: 409 with its own code. */
-export const refusedAsDeleted = (error: unknown): boolean => error instanceof ConflictError && error.status === 409 && error.code === 'ERR_ENTITY_DELETED';
 
 export async function enqueue(store: Store, record: NewDelivery): Promise<void> {
   const op = await claimed(store, claimInput({ key: `resource:for-${record.id}`, targetId: `for-${record.id}` }));
-  await store.commitOperation(op.key, op.token, { mutation: { type: 'none' }, delivery: record });
+  await commit(store, op, { mutation: { type: 'none' }, delivery: record });
 }
 
 export const ids = (records: readonly { id: string }[]): string[] => records.map((r) => r.id);
@@ -172,7 +185,7 @@ export const deprovisionClaim = (id: string, overrides: Partial<ClaimInput> = {}
 
 export async function pendingWith(store: Store, input: ClaimInput, callback: boolean): Promise<OperationRecord> {
   const op = await claimed(store, input);
-  return store.markOperationPending(op.key, op.token, {
+  return markPending(store, op, {
     message: 'Working on it',
     deadlineAt: T0 + 86_400_000,
     ...(callback ? { callbackId: `cb-${op.targetId}`, callbackUrl: `https://connector.example/v1/callbacks/cb-${op.targetId}` } : {}),

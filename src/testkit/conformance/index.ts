@@ -23,13 +23,15 @@
  *
  * The cases live by concern beside this file: entities.ts (reads, tombstones, credentials, values),
  * operations.ts (claim, renew, release, pending, commit), claims.ts (snapshot, parent/child
- * exclusion, orphans), replays.ts, deliveries.ts (the outbox), usage.ts, diagnostics.ts (optional
- * methods); fixtures.ts holds the records and helpers they share.
+ * exclusion, orphans), replays.ts, exactly-once.ts (the failure paths through the operation
+ * engine), deliveries.ts (the outbox), usage.ts, diagnostics.ts (optional methods); fixtures.ts
+ * holds the records and helpers they share.
  */
 import { credentialCases, readCases, tombstoneCases, valueCases } from './entities.js';
 import { operationCases } from './operations.js';
 import { exclusionCases, snapshotCases } from './claims.js';
 import { replayCases } from './replays.js';
+import { exactlyOnceCases } from './exactly-once.js';
 import { deliveryCases } from './deliveries.js';
 import { usageCases } from './usage.js';
 import { diagnosticsCases } from './diagnostics.js';
@@ -65,6 +67,7 @@ export function operationTableContract(name: string, makeStore: () => Promise<St
     snapshotCases(suite);
     replayCases(suite);
     exclusionCases(suite);
+    exactlyOnceCases(suite);
     diagnosticsCases(suite);
   });
 }

@@ -1,7 +1,9 @@
 /** Store conformance: The operation table's own rules: claim, renew and release, pending, commit. */
 import assert from 'node:assert/strict';
-import { LeaseLostError, NotFoundError } from '../../errors.js';
-import { T0, LEASE, FOREVER, provisionRequest, claimInput, resource, credential, delivery, claimed, heldBy, putResource, putCredential, enqueue, ids, type Suite } from './fixtures.js';
+import {
+  T0, LEASE, FOREVER, provisionRequest, claimInput, resource, credential, delivery, claimed, heldBy, putResource, putCredential, enqueue, ids,
+  commit, markPending, COMMITTED, LEASE_LOST, PARENT_MISSING, type Suite,
+} from './fixtures.js';
 
 /** Registers the cases of operations: claim, renew, pending, commit. */
 export function operationCases({ describe, test }: Suite): void {
@@ -27,13 +29,14 @@ export function operationCases({ describe, test }: Suite): void {
       assert.deepEqual(await store.getOperation('resource:r1'), op);
     });
 
-    test('a live running claim makes any other claim busy, whatever its fingerprint', async (store) => {
+    test('a live running claim makes an identical claim busy and refuses another fingerprint as a conflict (409)', async (store) => {
+      // Changed by issue 19: the claim itself tells a conflict from a duplicate, so that it can
+      // record the refusal against the request's signature in the same step (see replays).
       const first = await claimed(store, claimInput());
-      for (const fingerprint of [first.fingerprint, 'something|else']) {
-        const again = await store.claimOperation(claimInput({ fingerprint, owner: 'owner-b', now: T0 + LEASE - 1 }));
-        assert.equal(again.outcome, 'busy');
-        assert.deepEqual(again.operation, first);
-      }
+      const again = await store.claimOperation(claimInput({ owner: 'owner-b', now: T0 + LEASE - 1 }));
+      assert.deepEqual(again, { outcome: 'busy', operation: first });
+      const other = await store.claimOperation(claimInput({ fingerprint: 'something|else', owner: 'owner-b', now: T0 + LEASE - 1 }));
+      assert.deepEqual(other, { outcome: 'conflict', operation: first, answer: { status: 409, body: { message: 'Another operation on this entity is in progress' } } });
       assert.deepEqual(await store.getOperation('resource:r1'), first);
     });
 
@@ -59,8 +62,8 @@ export function operationCases({ describe, test }: Suite): void {
       assert.equal(fresh.leaseExpiresAt, old.leaseExpiresAt + 5_000);
 
       assert.equal(await store.renewOperation(old.key, old.token, T0 + 10 * LEASE), false);
-      await assert.rejects(store.markOperationPending(old.key, old.token, { message: 'Working on it', deadlineAt: FOREVER }), LeaseLostError);
-      await assert.rejects(store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') } }), LeaseLostError);
+      assert.equal(await store.markOperationPending(old.key, old.token, { message: 'Working on it', deadlineAt: FOREVER }), undefined);
+      assert.deepEqual(await store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') } }), LEASE_LOST);
       await store.releaseOperation(old.key, old.token);
       assert.deepEqual(await store.getOperation('resource:r1'), fresh, 'the new holder is untouched by the old token');
       assert.equal(await store.getResource('r1'), undefined);
@@ -90,7 +93,7 @@ export function operationCases({ describe, test }: Suite): void {
 
     test('renew does not apply to a pending operation', async (store) => {
       const op = await claimed(store, claimInput());
-      await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
+      await markPending(store, op, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
       assert.equal(await store.renewOperation(op.key, op.token, FOREVER), false);
     });
 
@@ -108,7 +111,7 @@ export function operationCases({ describe, test }: Suite): void {
   describe('operations: pending', () => {
     test('markOperationPending turns the claim pending with its 202 message, callback and deadline', async (store) => {
       const op = await claimed(store, claimInput());
-      const pending = await store.markOperationPending(op.key, op.token, {
+      const pending = await markPending(store, op, {
         message: 'Provisioning started — we will call back',
         callbackId: 'cb1',
         callbackUrl: 'https://connector.example/v1/callbacks/cb1',
@@ -127,28 +130,30 @@ export function operationCases({ describe, test }: Suite): void {
 
     test('without callback headers the callback fields stay absent', async (store) => {
       const op = await claimed(store, claimInput());
-      const pending = await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
+      const pending = await markPending(store, op, { message: 'Provisioning started', deadlineAt: T0 + 1000 });
       assert.equal('callbackId' in pending, false);
       assert.equal('callbackUrl' in pending, false);
       const stored = await store.getOperation(op.key);
       assert.equal(stored !== undefined && 'callbackId' in stored, false);
     });
 
-    test('a stale token cannot mark pending', async (store) => {
-      await assert.rejects(store.markOperationPending('resource:r1', 'nobody', { message: 'Provisioning started', deadlineAt: FOREVER }), LeaseLostError);
+    test('a stale token cannot mark pending: undefined, nothing written', async (store) => {
+      assert.equal(await store.markOperationPending('resource:r1', 'nobody', { message: 'Provisioning started', deadlineAt: FOREVER }), undefined);
       const op = await claimed(store, claimInput());
-      await assert.rejects(store.markOperationPending(op.key, 'wrong', { message: 'Provisioning started', deadlineAt: FOREVER }), LeaseLostError);
+      assert.equal(await store.markOperationPending(op.key, 'wrong', { message: 'Provisioning started', deadlineAt: FOREVER }), undefined);
       assert.equal((await store.getOperation(op.key))?.state, 'running');
     });
 
     test('a pending operation holds the key past its lease until its deadline, then a claim replaces it whole', async (store) => {
       const op = await claimed(store, claimInput());
       const deadlineAt = T0 + 10 * LEASE;
-      await store.markOperationPending(op.key, op.token, { message: 'Provisioning started', callbackId: 'cb1', callbackUrl: 'https://c.example/cb1', deadlineAt });
+      await markPending(store, op, { message: 'Provisioning started', callbackId: 'cb1', callbackUrl: 'https://c.example/cb1', deadlineAt });
+      // Changed by issue 19: an identical claim of a pending operation answers its 202 (`pending`).
       const busy = await store.claimOperation(claimInput({ now: deadlineAt - 1 }));
-      assert.equal(busy.outcome, 'busy');
-      assert.equal(busy.operation.state, 'pending');
-      assert.equal(busy.operation.message, 'Provisioning started');
+      assert.equal(busy.outcome, 'pending');
+      assert.equal(heldBy(busy).state, 'pending');
+      assert.equal(heldBy(busy).message, 'Provisioning started');
+      assert.deepEqual(busy.outcome === 'pending' ? busy.answer : undefined, { status: 202, body: { message: 'Provisioning started' } });
 
       const again = await store.claimOperation(claimInput({ now: deadlineAt, owner: 'owner-b', fingerprint: 'fresh' }));
       assert.equal(again.outcome, 'claimed');
@@ -170,13 +175,13 @@ export function operationCases({ describe, test }: Suite): void {
 
     test('the token of a pending operation completes it (commit) or abandons it (release)', async (store) => {
       const a = await claimed(store, claimInput());
-      await store.markOperationPending(a.key, a.token, { message: 'Provisioning started', deadlineAt: FOREVER });
-      await store.commitOperation(a.key, a.token, { mutation: { type: 'putResource', resource: resource('r1') } });
+      await markPending(store, a, { message: 'Provisioning started', deadlineAt: FOREVER });
+      await commit(store, a, { mutation: { type: 'putResource', resource: resource('r1') } });
       assert.equal(await store.getOperation(a.key), undefined);
       assert.deepEqual(await store.getResource('r1'), resource('r1'));
 
       const b = await claimed(store, claimInput({ key: 'resource:r2', targetId: 'r2' }));
-      await store.markOperationPending(b.key, b.token, { message: 'Provisioning started', deadlineAt: FOREVER });
+      await markPending(store, b, { message: 'Provisioning started', deadlineAt: FOREVER });
       await store.releaseOperation(b.key, b.token);
       assert.equal(await store.getOperation(b.key), undefined);
     });
@@ -184,7 +189,7 @@ export function operationCases({ describe, test }: Suite): void {
     test('listPendingOperations lists pending ones only, oldest first, up to the limit', async (store) => {
       for (const [id, at] of [['p2', T0 + 2], ['p0', T0], ['p1', T0 + 1]] as const) {
         const op = await claimed(store, claimInput({ key: `resource:${id}`, targetId: id, now: at }));
-        await store.markOperationPending(op.key, op.token, { message: `Pending ${id}`, deadlineAt: FOREVER });
+        await markPending(store, op, { message: `Pending ${id}`, deadlineAt: FOREVER });
       }
       await claimed(store, claimInput({ key: 'resource:running', targetId: 'running', now: T0 - 5 }));
       const all = await store.listPendingOperations(10);
@@ -203,7 +208,7 @@ export function operationCases({ describe, test }: Suite): void {
   describe('operations: commit', () => {
     test("'none' only releases the operation", async (store) => {
       const op = await claimed(store, claimInput());
-      await store.commitOperation(op.key, op.token, { mutation: { type: 'none' } });
+      await commit(store, op, { mutation: { type: 'none' } });
       assert.equal(await store.getOperation(op.key), undefined);
       assert.equal(await store.getResource('r1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
@@ -216,7 +221,7 @@ export function operationCases({ describe, test }: Suite): void {
 
       const op = await claimed(store, claimInput({ kind: 'changePlan', request: { kind: 'changePlan', plan: 'large', features: { seats: 10 } }, now: T0 + 5 }));
       const changed = resource('r1', { plan: 'large', features: { seats: 10 }, updatedAt: T0 + 5 });
-      await store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: changed } });
+      await commit(store, op, { mutation: { type: 'putResource', resource: changed } });
       assert.deepEqual(await store.getResource('r1'), changed);
     });
 
@@ -228,11 +233,11 @@ export function operationCases({ describe, test }: Suite): void {
       assert.equal(await store.getOperation('credential:c1'), undefined);
     });
 
-    test("'putCredential' for a missing resource rejects with NotFoundError; nothing is written and the operation is still held", async (store) => {
+    test("'putCredential' for a missing resource answers parent_missing; nothing is written and the operation is still held", async (store) => {
       const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'r-missing' } }));
-      await assert.rejects(
-        store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r-missing') }, delivery: delivery('d1') }),
-        (error: unknown) => error instanceof NotFoundError && error.status === 404,
+      assert.deepEqual(
+        await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r-missing') }, delivery: delivery('d1') }),
+        PARENT_MISSING,
       );
       assert.equal(await store.getCredential('c1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
@@ -241,12 +246,12 @@ export function operationCases({ describe, test }: Suite): void {
       assert.equal(await store.getOperation(op.key), undefined);
     }, { needs: ['listDeliveries'] });
 
-    test("'putCredential' after the resource was deleted rejects with NotFoundError", async (store) => {
+    test("'putCredential' after the resource was deleted answers parent_missing", async (store) => {
       await putResource(store, resource('r1'));
       const del = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-      await store.commitOperation(del.key, del.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
+      await commit(store, del, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
       const op = await claimed(store, claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1' }));
-      await assert.rejects(store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), NotFoundError);
+      assert.deepEqual(await store.commitOperation(op.key, op.token, { mutation: { type: 'putCredential', credential: credential('c1', 'r1') } }), PARENT_MISSING);
       assert.equal(await store.getCredential('c1'), undefined);
     });
 
@@ -257,7 +262,7 @@ export function operationCases({ describe, test }: Suite): void {
       await putCredential(store, credential('c2', 'r1', { createdAt: T0 + 1 }));
       await putCredential(store, credential('c3', 'r2'));
       const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-      await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
+      await commit(store, op, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
       assert.equal(await store.getResource('r1'), undefined);
       assert.equal(await store.getCredential('c1'), undefined);
       assert.equal(await store.getCredential('c2'), undefined);
@@ -272,7 +277,7 @@ export function operationCases({ describe, test }: Suite): void {
       await putCredential(store, credential('c2', 'r1'));
       for (const id of ['c1', 'c-missing']) {
         const op = await claimed(store, claimInput({ key: `credential:${id}`, kind: 'deprovisionCredentials', targetId: id, request: { kind: 'deprovisionCredentials' } }));
-        await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteCredential', id, deletedAt: T0 + 10 } });
+        await commit(store, op, { mutation: { type: 'deleteCredential', id, deletedAt: T0 + 10 } });
         assert.equal(await store.getOperation(op.key), undefined);
       }
       assert.equal(await store.getCredential('c1'), undefined);
@@ -282,18 +287,19 @@ export function operationCases({ describe, test }: Suite): void {
 
     test("'deleteResource' of a missing resource is harmless", async (store) => {
       const op = await claimed(store, claimInput({ kind: 'deprovision', request: { kind: 'deprovision' } }));
-      await store.commitOperation(op.key, op.token, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
+      await commit(store, op, { mutation: { type: 'deleteResource', id: 'r1', deletedAt: T0 + 10 } });
       assert.equal(await store.getOperation(op.key), undefined);
     });
 
-    test('a stale token rejects with LeaseLostError and writes nothing', async (store) => {
+    test('a stale token answers lease_lost and writes nothing', async (store) => {
       const old = await claimed(store, claimInput());
       const fresh = await claimed(store, claimInput({ now: old.leaseExpiresAt, owner: 'owner-b' }));
-      await assert.rejects(
-        store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') }, delivery: delivery('d1') }),
-        LeaseLostError,
+      assert.deepEqual(
+        await store.commitOperation(old.key, old.token, { mutation: { type: 'putResource', resource: resource('r1') }, delivery: delivery('d1'), replay: { requestId: 'sig-stale', answer: { status: 201 }, expiresAt: FOREVER } }),
+        LEASE_LOST,
       );
-      await assert.rejects(store.commitOperation('resource:never', 'nobody', { mutation: { type: 'none' } }), LeaseLostError);
+      assert.deepEqual(await store.commitOperation('resource:never', 'nobody', { mutation: { type: 'none' } }), LEASE_LOST);
+      assert.equal((await store.claimOperation(claimInput({ key: 'resource:x', targetId: 'x', requestId: 'sig-stale', now: T0 + 1 }))).outcome, 'claimed', 'no replay record was written');
       assert.equal(await store.getResource('r1'), undefined);
       assert.deepEqual(await store.listDeliveries(), []);
       assert.deepEqual(await store.getOperation(old.key), fresh);
@@ -301,15 +307,12 @@ export function operationCases({ describe, test }: Suite): void {
 
     test('two concurrent commits with one token: exactly one applies', async (store) => {
       const op = await claimed(store, claimInput());
-      const outcomes = await Promise.allSettled([
+      const outcomes = await Promise.all([
         store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { plan: 'small' }) }, delivery: delivery('d1') }),
         store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { plan: 'large' }) }, delivery: delivery('d2') }),
       ]);
-      const fulfilled = outcomes.filter((o) => o.status === 'fulfilled');
-      assert.equal(fulfilled.length, 1);
-      const rejected = outcomes.find((o) => o.status === 'rejected');
-      assert.ok(rejected?.status === 'rejected' && rejected.reason instanceof LeaseLostError);
-      const winner = outcomes[0]!.status === 'fulfilled' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
+      assert.deepEqual([...outcomes].sort((a, b) => a.outcome.localeCompare(b.outcome)), [COMMITTED, LEASE_LOST]);
+      const winner = outcomes[0]!.outcome === 'committed' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
       assert.equal((await store.getResource('r1'))?.plan, winner.plan);
       assert.deepEqual(ids(await store.listDeliveries()), [winner.delivery]);
     }, { needs: ['listDeliveries'] });
