@@ -5,7 +5,7 @@
  */
 export { marketplaceRouter } from './provider/router.js';
 export type { MarketplaceRouter, MarketplaceRouterOptions, ConnectorOptions, SsoOptions, CompletionTarget } from './provider/router.js';
-export type { RecordUsageOptions, UsageOptions } from './provider/usage.js';
+export type { RecordUsageOptions, UsageOptions } from './core/usage.js';
 export { accepted, isAccepted } from './domain/handlers.js';
 export type {
   Accepted,
@@ -46,3 +46,6 @@ export type { HealthCheckOptions, HealthReport, HealthSource, HealthStatus, Heal
 export { mountObservability } from './observability/mount.js';
 export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
 export type { MetricsOptions } from './observability/index.js';
+
+export { createProvider } from './core/provider.js';
+export type { CommonProviderOptions, MarketplaceLogin, Provider, ProviderOptions, ProviderSsoOptions, SealedSessionOptions, SessionHeaders, SessionHooks } from './core/types.js';

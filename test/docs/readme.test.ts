@@ -43,7 +43,7 @@ describe('README', () => {
       });
       writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
         extends: '../../tsconfig.json',
-        compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '.', paths: { 'embedded-marketplace': ['../../src/index.ts'], 'embedded-marketplace/*': ['../../src/*'] } },
+        compilerOptions: { noEmit: true, noUnusedLocals: false, baseUrl: '.', paths: { 'embedded-marketplace': ['../../src/index.ts'], 'embedded-marketplace/fastify': ['../../src/adapters/fastify.ts'], 'embedded-marketplace/*': ['../../src/*'] } },
         files,
       }));
       await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json')], { cwd: root, timeout: 180_000 })

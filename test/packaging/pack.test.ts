@@ -94,6 +94,22 @@ describe('the packed tarball in a scratch project', () => {
     });
   });
 
+  it('loads the Fastify entry without Fastify, and serves a signed provisioning through marketplacePlugin once Fastify is installed', async () => {
+    writeFileSync(join(scratch, 'fastify-absent.mjs'), FASTIFY_ABSENT);
+    const absent = await run(process.execPath, ['fastify-absent.mjs'], { cwd: scratch, timeout: 60_000 });
+    assert.deepEqual(JSON.parse(absent.stdout.trim().split('\n').pop()!), { plugin: 'function', fastifyInstalled: false });
+    // Fastify 5 as this repository installed it, linked in (its dependencies resolve from its real path).
+    symlinkSync(join(root, 'node_modules', 'fastify'), join(scratch, 'node_modules', 'fastify'), 'dir');
+    writeFileSync(join(scratch, 'fastify.mjs'), FASTIFY_PROGRAM);
+    const { stdout } = await run(process.execPath, ['fastify.mjs'], { cwd: scratch, timeout: 60_000 });
+    assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()!), {
+      provisioned: [201, 'Your small bonnet is ready'],
+      routes: ['/v1/resources/:id'],
+      pending: 'function',
+      required: 'function',
+    });
+  });
+
   it('loads neither better-sqlite3 nor pg with the main entry, even when both are installed', async () => {
     // The drivers this repository installed, linked in (their dependencies resolve from their real path).
     for (const driver of ['better-sqlite3', 'pg']) symlinkSync(join(root, 'node_modules', driver), join(scratch, 'node_modules', driver), 'dir');
@@ -102,6 +118,52 @@ describe('the packed tarball in a scratch project', () => {
     assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()!), { withEveryEntry: [], afterSqliteStore: ['better-sqlite3'] });
   });
 });
+
+/** The Fastify entry without Fastify installed: it loads (Fastify is an optional peer), Fastify does not. */
+const FASTIFY_ABSENT = `
+const { marketplacePlugin } = await import('embedded-marketplace/fastify');
+const fastifyInstalled = await import('fastify').then(() => true, () => false);
+console.log(JSON.stringify({ plugin: typeof marketplacePlugin, fastifyInstalled }));
+`;
+
+/** The Fastify entry with Fastify 5 linked in: a signed provisioning through marketplacePlugin, and require() of the entry. */
+const FASTIFY_PROGRAM = `
+import { createRequire } from 'node:module';
+import Fastify from 'fastify';
+import { marketplacePlugin } from 'embedded-marketplace/fastify';
+import { memoryStore } from 'embedded-marketplace';
+import { createSigner, generateKeyPair } from 'embedded-marketplace/testkit';
+
+const master = generateKeyPair();
+const signer = createSigner({ masterPrivateKey: master.privateKey });
+const app = Fastify();
+app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, _body, done) => done(null, { parsedBy: 'the app' }));
+const routes = [];
+app.addHook('onResponse', async (request) => { routes.push(request.routeOptions.url); });
+await app.register(marketplacePlugin, {
+  store: memoryStore(),
+  masterKey: master.publicKey,
+  logger: false,
+  handlers: {
+    provision: ({ plan }) => 'Your ' + plan + ' bonnet is ready',
+    changePlan: () => undefined,
+    deprovision: () => undefined,
+    provisionCredentials: () => ({ credentials: { BONNETS_URL: 'https://example.invalid' } }),
+    deprovisionCredentials: () => undefined,
+  },
+});
+await app.listen({ port: 0, host: '127.0.0.1' });
+const host = '127.0.0.1:' + app.server.address().port;
+const id = '2packagedfastify0000000000001';
+const body = JSON.stringify({ id, product: 'bonnets', plan: 'small', region: 'all::global' });
+const headers = signer.sign({ method: 'PUT', url: '/v1/resources/' + id, host, headers: { 'content-type': 'application/json' }, body });
+const answer = await fetch('http://' + host + '/v1/resources/' + id, { method: 'PUT', headers, body });
+const provisioned = [answer.status, (await answer.json()).message];
+const pending = typeof app.marketplace.complete;
+await app.close();
+const required = typeof createRequire(import.meta.url)('embedded-marketplace/fastify').marketplacePlugin;
+console.log(JSON.stringify({ provisioned, routes, pending, required }));
+`;
 
 /** Imports every entry point, then creates a SQLite store: only that may load a driver. */
 const DRIVER_PROBE = `
@@ -112,6 +174,7 @@ await import('embedded-marketplace');
 await import('embedded-marketplace/errors');
 await import('embedded-marketplace/platform');
 await import('embedded-marketplace/testkit');
+await import('embedded-marketplace/fastify');
 const { sqliteStore } = await import('embedded-marketplace/stores/sqlite');
 await import('embedded-marketplace/stores/postgres');
 const withEveryEntry = drivers();
@@ -206,7 +269,7 @@ describe('the packed tarball', () => {
     const { stdout } = await run(bin('attw'), [tarball, '--format', 'json'], { cwd: work, timeout: 120_000, maxBuffer: 32 * 1024 * 1024 }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
     const result = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
     assert.deepEqual(result.analysis.problems, []);
-    assert.deepEqual(Object.keys(result.analysis.entrypoints).sort(), ['.', './errors', './package.json', './platform', './stores/postgres', './stores/sqlite', './testkit']);
+    assert.deepEqual(Object.keys(result.analysis.entrypoints).sort(), ['.', './errors', './fastify', './package.json', './platform', './stores/postgres', './stores/sqlite', './testkit']);
   });
 
   it('passes publint with warnings treated as errors', async () => {
