@@ -42,7 +42,7 @@ export interface MarketplaceRouter extends Router {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first (e.g. to resume work after a restart). Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
   recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** The store in use. */
   readonly store: Store;

@@ -244,7 +244,7 @@ export interface Provider {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first. Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
   recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** Readiness: the store answers in time, and the outbox's oldest delivery age. */
   health(): Promise<HealthReport>;
