@@ -11,7 +11,7 @@ import { noInstrumentation, type Instrumentation } from '../observability/hooks.
 import { spanMayRecord } from '../observability/tracing.js';
 import type { RequestHeaders } from './canonicalize.js';
 import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT_MS, leftRawBody, readRawBodyThen } from './raw-body.js';
-import { createVerifier, signatureHint, verifierInternals, type Checked, type SignedRequest, type VerifiedRequest, type Verifier, type VerifierOptions, type VerifierInternals } from './verifier.js';
+import { createVerifier, signatureHint, verifierInternals, type Checked, type SignedRequest, type VerifiedRequest, type Verifier, type VerifierInternals } from './verifier.js';
 
 /** The options a signature check reads (those of `verifySignature`, and the provider's). */
 export const VERIFIER_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
@@ -298,7 +298,7 @@ function readVerifier(factory: string, opts: Record<string, unknown>): Verifier 
   if (given === undefined) {
     const verifierOptions: Record<string, unknown> = {};
     for (const key of VERIFIER_OPTIONS) if (opts[key] !== undefined) verifierOptions[key] = opts[key];
-    return createVerifier(verifierOptions as VerifierOptions);
+    return createVerifier(verifierOptions);
   }
   if (typeof given !== 'object' || given === null || typeof (given as Partial<Verifier>).verify !== 'function') {
     throw new InvalidOptionsError(`${factory}: option "verifier" must be a verifier from createVerifier()`);

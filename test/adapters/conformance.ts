@@ -70,13 +70,13 @@ export function countingHandlers(): { handlers: ProviderHandlers; calls: Record<
         bump('changePlan');
         return { message: `Resized to ${plan}` };
       },
-      deprovision: () => void bump('deprovision'),
+      deprovision: () => bump('deprovision'),
       provisionCredentials: ({ resourceId }) => {
         bump('provisionCredentials');
         serial += 1;
         return { credentials: { BONNETS_URL: `https://u${serial}:secret-${serial}-value@bonnets.example/${resourceId}` } };
       },
-      deprovisionCredentials: () => void bump('deprovisionCredentials'),
+      deprovisionCredentials: () => bump('deprovisionCredentials'),
       measures: ({ resource }): Record<string, number> => (resource.plan === 'large' ? {} : { 'bonnet-hours': 24 }),
     },
   };

@@ -41,7 +41,7 @@ function signed(method: string, path: string, body?: unknown, init: { chunks?: U
       },
     });
   }
-  return new Request(`https://${HOST}${path}`, { method, headers, body: stream ?? (bytes.length > 0 ? bytes : null), duplex: 'half' } as RequestInit);
+  return new Request(`https://${HOST}${path}`, { method, headers, body: stream ?? (bytes.length > 0 ? bytes : null), duplex: 'half' });
 }
 
 const provisionBody = (id: string) => ({ id, product: 'bonnets', plan: 'small', region: 'aws::us-east-1' });

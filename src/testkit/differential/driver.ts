@@ -62,7 +62,7 @@ export async function runOnStore(store: Store, steps: readonly Step[], ids: RunI
   const s = ids.short;
 
   const env: TableEnv = {
-    catalog: CATALOG as unknown as TableEnv['catalog'],
+    catalog: CATALOG,
     validate({ operation, plan }) {
       if (capacityFull && (operation === 'provision' || plan === 'large')) throw new BadRequestError(handlerText.capacity);
     },

@@ -23,7 +23,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../../store/types.js';
-import { describeRequest, type Command, type SequenceShape } from './commands.js';
+import { describeRequest, type SequenceShape } from './commands.js';
 import { runOnStore, type StoreRun } from './driver.js';
 import type * as Generators from './arbitrary.js';
 import { knownDifferenceNotes, runModel } from './model.js';
@@ -182,7 +182,7 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
       log(`differential: ${details.numRuns} runs passed on ${checked.join(', ') || 'no store'} in ${elapsedMs} ms (seed ${seed})`);
       return { ok: true, seed, numRuns: details.numRuns, checked, notChecked, elapsedMs };
     }
-    const shrunk = details.counterexample?.[0] as Command[] | undefined;
+    const shrunk = details.counterexample?.[0];
     const failure = [
       `differential: FAILED after ${details.numRuns} run(s), ${details.numShrinks} shrink(s): seed ${seed}, path ${JSON.stringify(details.counterexamplePath)}`,
       `replay: DIFFERENTIAL_SEED=${seed} DIFFERENTIAL_PATH=${JSON.stringify(details.counterexamplePath ?? '')}`,

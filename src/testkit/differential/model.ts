@@ -569,7 +569,7 @@ class Model {
       case 'changePlan':
         if (resource === undefined) throw new Refusal(404, MESSAGES.resourceNotFound);
         // Already there: the plan, and the features when the request names them (key by key).
-        if (resource.plan === spec.plan && (spec.seats === undefined || sameFeatures(resource.features, featuresOf(spec)!))) return { answer: { status: 200, message: MESSAGES.alreadyOnPlan(spec.plan!) } };
+        if (resource.plan === spec.plan && (spec.seats === undefined || sameFeatures(resource.features, featuresOf(spec)!))) return { answer: { status: 200, message: MESSAGES.alreadyOnPlan(spec.plan) } };
         if (validate && !CATALOG.bonnets.plans.includes(spec.plan!)) throw new Refusal(400, MESSAGES.unknownPlan(spec.plan!));
         if (validate && this.capacityFull && spec.plan === 'large') throw new Refusal(400, handlerText.capacity);
         return { proceed: true };
