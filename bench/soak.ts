@@ -34,6 +34,8 @@ export interface SoakParams {
   connections: number;
   /** The server's clock (bench/scale.ts `clock`): Dates are signed on it. */
   clock?: { origin: number; speed: number };
+  /** Width of the time buckets requests are counted in by when they were sent, seconds. */
+  bucketSeconds: number;
 }
 
 export interface SoakWindow {
@@ -52,6 +54,13 @@ export interface SoakWindow {
   latencyMax: number;
   /** Most requests that were due but waited for a free connection, at any tick of the window. */
   maxBacklog: number;
+  /**
+   * Counts added since the previous window, by the bucket in which the request was SENT (bucket
+   * `b` covers seconds [b × bucketSeconds, (b + 1) × bucketSeconds) since start): requests sent, and
+   * requests answered 200 (an answer can land in a later window than its send).
+   */
+  sentBySendBucket: Record<number, number>;
+  okBySendBucket: Record<number, number>;
 }
 
 let stream: Stream | undefined;
@@ -74,6 +83,8 @@ class Stream {
   #wStatus: Record<string, number> = {};
   #wLatencies: number[] = [];
   #wBacklog = 0;
+  #wSentBuckets: Record<number, number> = {};
+  #wOkBuckets: Record<number, number> = {};
 
   constructor(params: SoakParams) {
     if (params.ids.length <= params.connections) throw new Error('bench: the soak needs more resources than connections');
@@ -105,10 +116,13 @@ class Stream {
     this.#inFlight++;
     this.#wSent++;
     const began = performance.now();
+    const bucket = Math.floor((began - this.#started) / 1000 / this.#params.bucketSeconds);
+    this.#wSentBuckets[bucket] = (this.#wSentBuckets[bucket] ?? 0) + 1;
     const finish = (status: number | undefined) => {
       this.#inFlight--;
       if (status === undefined) this.#wErrors++;
       else {
+        if (status === 200) this.#wOkBuckets[bucket] = (this.#wOkBuckets[bucket] ?? 0) + 1;
         this.#wAnswered++;
         this.#wStatus[status] = (this.#wStatus[status] ?? 0) + 1;
         this.#wLatencies.push(performance.now() - began);
@@ -140,7 +154,11 @@ class Stream {
       latencyP99: pick(0.99),
       latencyMax: latencies.at(-1) ?? 0,
       maxBacklog: this.#wBacklog,
+      sentBySendBucket: this.#wSentBuckets,
+      okBySendBucket: this.#wOkBuckets,
     };
+    this.#wSentBuckets = {};
+    this.#wOkBuckets = {};
     this.#windowStart = end;
     this.#wSent = this.#wAnswered = this.#wErrors = this.#wBacklog = 0;
     this.#wStatus = {};

@@ -228,9 +228,9 @@ type SoakPlan = ReturnType<typeof soakPlan>;
 interface Sample {
   window: SoakWindow;
   stats: StoreStats;
-  /** Requests sent in the windows ending within the last TTL + prune interval, plus those in flight: the most rows pruning may leave. */
+  /** The most rows pruning may leave: requests sent within the last TTL + prune interval (+ the longest latency so far), plus those in flight. */
   bound: number;
-  /** Answers 200 in the windows that began within the last TTL (less two sample periods for latency): rows no prune may have removed yet. */
+  /** Rows no prune may have removed yet: requests sent within the last TTL (less one bucket) and answered 200 by the sample. */
   floor: number;
 }
 
@@ -243,6 +243,11 @@ interface Soak {
   port: number;
   ids: string[];
   samples: Sample[];
+  /** Requests sent and answered 200, by send-time bucket (bench/soak.ts), over the whole run. */
+  sent: Map<number, number>;
+  ok: Map<number, number>;
+  /** The longest latency so far, seconds. */
+  latest: number;
   handled: number;
   /** PostgreSQL: whether the server runs autovacuum (the store relies on it to reclaim deleted rows). */
   autovacuum?: boolean;
@@ -261,7 +266,7 @@ export async function soakSection(ctx: SectionContext): Promise<void> {
   const soaks: Soak[] = [];
   try {
     for (const { store, label } of STORES) {
-      const empty = { store, label, port: 0, ids: [], samples: [], handled: 0 };
+      const empty = { store, label, port: 0, ids: [], samples: [], sent: new Map(), ok: new Map(), latest: 0, handled: 0 };
       if (store === 'postgres' && ctx.databaseProblem !== undefined) soaks.push({ ...empty, problem: ctx.databaseProblem });
       else soaks.push({ ...empty, server: startScaleServer(), load: startWorker('soak.ts') });
     }
@@ -296,6 +301,7 @@ export async function soakSection(ctx: SectionContext): Promise<void> {
           ids: soak.ids,
           rate: plan.rate,
           connections: plan.connections,
+          bucketSeconds: bucketSeconds(plan),
           ...(plan.speed === 1 ? {} : { clock }),
         }),
       ),
@@ -311,7 +317,7 @@ export async function soakSection(ctx: SectionContext): Promise<void> {
           if (soak.problem !== undefined) return;
           try {
             const [window, stats] = await Promise.all([soak.load!.call<SoakWindow>(last ? 'stop' : 'window', undefined, 120_000), soak.server!.call<StoreStats>('stats', undefined, 120_000)]);
-            soak.samples.push({ window, stats, ...limits(soak.samples, window, plan, ttlWall, keep) });
+            soak.samples.push({ window, stats, ...limits(soak, window, plan, ttlWall, keep) });
           } catch (error) {
             soak.problem = failure(error);
           }
@@ -331,20 +337,38 @@ export async function soakSection(ctx: SectionContext): Promise<void> {
   for (const soak of soaks) report(ctx, plan, soak, name(soak.label), keep);
   const ran = soaks.filter((soak) => soak.samples.length > 0);
   ctx.note(
-    `Soak: ${ran.map((soak) => soak.label).join(' and ')}${ran.length > 1 ? ' at the same time, each with its own load generator' : ''}; ${int(plan.resources)} seeded resources changed round robin (plan high ↔ low, a new signature and Date each request, ${plan.connections} connections at most); replay TTL ${ttl / 1000} s (toleranceMs ${plan.toleranceMs}; the default 300,000 keeps them 600 s), pruned by the engine after a commit at most once a minute. Each sample's rows must lie between the floor (answers in the last TTL: records pruning must not have removed yet) and the bound (requests sent in the last TTL + 60 s, plus those in flight: all pruning may leave); ratio = the largest rows / bound after warm-in (TTL + 60 s + one sample). Flat: the replay table's largest size in the second half after warm-in within ${SIZE_LIMIT * 100}% of the first half's.${
+    `Soak: ${ran.map((soak) => soak.label).join(' and ')}${ran.length > 1 ? ' at the same time, each with its own load generator' : ''}; ${int(plan.resources)} seeded resources changed round robin (plan high ↔ low, a new signature and Date each request, ${plan.connections} connections at most); replay TTL ${ttl / 1000} s (toleranceMs ${plan.toleranceMs}; the default 300,000 keeps them 600 s), pruned by the engine after a commit at most once a minute. Each sample's rows must lie between the floor (requests sent within the last TTL and answered 200: records no prune may have removed yet) and the bound (requests sent within the last TTL + 60 s + the longest latency so far, plus those in flight: all pruning may leave); ratio = the largest rows / bound after warm-in (TTL + 60 s + one sample). Flat: the replay table's largest size in the second half after warm-in within ${SIZE_LIMIT * 100}% of the first half's.${
       plan.speed === 1 ? '' : ` --quick: the server's clock runs ${plan.speed} times faster (the router's \`now\`, leases stretched to match; Dates signed on the same clock), so the TTL is ${fixed(ttlWall, 1)} s and the prune interval ${fixed(PRUNE_INTERVAL_MS / plan.speed / 1000, 1)} s of wall time.`
     }`,
   );
 }
 
-/** The floor and bound of a new sample, from the windows before it. */
-function limits(previous: readonly Sample[], window: SoakWindow, plan: SoakPlan, ttlWall: number, keep: number): { bound: number; floor: number } {
-  const windows = [...previous.map((s) => s.window), window];
+/** Requests are counted by send time in buckets of a twentieth of a sample period (1 s in a full run). */
+const bucketSeconds = (plan: SoakPlan) => plan.sampleSeconds / 20;
+
+/**
+ * The floor and bound of a new sample. A replay record is written at its request's commit, after
+ * the request was sent and before it was answered, and expires a TTL after the commit; the engine
+ * prunes expired records at most once a prune interval. So at time t:
+ * - a request sent at or after t − TTL and answered 200 has its record (floor), unless a prune
+ *   removed it before its time;
+ * - a record still there was committed after t − TTL − prune interval, so its request was sent
+ *   after that less the longest latency (bound, with the requests in flight, sent after the count).
+ */
+function limits(soak: Soak, window: SoakWindow, plan: SoakPlan, ttlWall: number, keep: number): { bound: number; floor: number } {
+  const add = (into: Map<number, number>, counts: Record<number, number>) => {
+    for (const [bucket, n] of Object.entries(counts)) into.set(Number(bucket), (into.get(Number(bucket)) ?? 0) + n);
+  };
+  add(soak.sent, window.sentBySendBucket);
+  add(soak.ok, window.okBySendBucket);
+  soak.latest = Math.max(soak.latest, window.latencyMax / 1000);
+  const width = bucketSeconds(plan);
   const t = window.at;
-  // A window straddling the cut-off counts whole: the bound errs on the generous side…
-  const bound = windows.filter((w) => w.at > t - keep).reduce((sum, w) => sum + w.sent, 0) + plan.connections;
-  // …and the floor on the strict one: a record is written before its answer, by up to a latency.
-  const floor = windows.filter((w) => w.at - w.seconds >= t - ttlWall + 2 * plan.sampleSeconds).reduce((sum, w) => sum + (w.statusCodes['200'] ?? 0), 0);
+  let bound = plan.connections;
+  for (const [bucket, n] of soak.sent) if ((bucket + 1) * width > t - keep - soak.latest) bound += n;
+  let floor = 0;
+  // One bucket of margin: the store is read a moment after t.
+  for (const [bucket, n] of soak.ok) if (bucket * width >= t - ttlWall + width) floor += n;
   return { bound, floor };
 }
 
