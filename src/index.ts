@@ -70,8 +70,6 @@ export { keepRawBody } from './signature/keep-raw-body.js';
 
 // ---- Stores: the reference adapter and the contract (also at `embedded-marketplace/stores`) -------
 export { memoryStore } from './store/memory.js';
-export { decideClaim, decideRecord } from './idempotency/claim-rule.js';
-export type { ClaimDecision, ClaimReads, ClaimWrite, SnapshotScope } from './idempotency/claim-rule.js';
 export { generateEncryptionKey, DecryptionError } from './store/crypto.js';
 export { operationKey } from './store/types.js';
 export type {
@@ -141,5 +139,6 @@ export { mountObservability } from './observability/mount.js';
 export type { ObservabilityOptions, ObservabilityPaths } from './observability/mount.js';
 export type { MetricsOptions } from './observability/index.js';
 
+// ---- The framework-free core: createProvider for fetch and node:http hosts (docs/core.md) ----------
 export { createProvider } from './core/provider.js';
 export type { CommonProviderOptions, MarketplaceLogin, Provider, ProviderOptions, ProviderSsoOptions, SealedSessionOptions, SessionHeaders, SessionHooks } from './core/types.js';

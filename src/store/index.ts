@@ -46,6 +46,10 @@ export type {
 export { operationKey } from './types.js';
 export type { CredentialRecord, CredentialValues, EntityKind, Features, OperationKind, OperationRequest, ResourceRecord, Scalar } from './types.js';
 
+// ---- The one claim rule: what an adapter's claimOperation decides, over its own reads (docs/stores.md) ----
+export { decideClaim, decideRecord } from '../idempotency/claim-rule.js';
+export type { ClaimDecision, ClaimReads, ClaimWrite, SnapshotScope } from '../idempotency/claim-rule.js';
+
 // ---- The reference adapter ---------------------------------------------------------------------------
 export { memoryStore } from './memory.js';
 

@@ -66,7 +66,7 @@ describe('docs/*.md code blocks', () => {
         files: [...Object.keys(FIXTURES), ...files.keys()],
       }));
       const result = await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json'), '--pretty', 'false'], { cwd: dir, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 })
-        .then(() => '', (error: { stdout?: string }) => error.stdout ?? String(error));
+        .then(() => '', (error: unknown) => (error as { stdout?: string }).stdout ?? String(error));
       // Each error at the page and line a reader sees.
       const errors = result.split('\n').filter((line) => line.trim() !== '').map((line) => {
         const match = /^(?:.*\/)?([^/(]+\.ts)\((\d+),(\d+)\): (.*)$/.exec(line);
@@ -83,7 +83,7 @@ describe('docs/*.md code blocks', () => {
     assert.ok(shell.length >= 8, `${shell.length} blocks`);
     const problems: string[] = [];
     for (const block of shell) {
-      await run('bash', ['-n', '-c', block.code], { timeout: 30_000 }).catch((error: { stderr?: string }) => problems.push(`${where(block)}: ${error.stderr ?? String(error)}`));
+      await run('bash', ['-n', '-c', block.code], { timeout: 30_000 }).catch((error: unknown) => problems.push(`${where(block)}: ${(error as { stderr?: string }).stderr ?? String(error)}`));
     }
     assert.deepEqual(problems, []);
   });
@@ -114,7 +114,10 @@ describe('docs/*.md code blocks', () => {
         mkdirSync(dir);
         for (const block of runnable.filter((b) => b.page === page)) {
           await run('bash', ['-e', '-o', 'pipefail', '-c', block.code], { cwd: dir, env, timeout: 60_000, maxBuffer: 4 * 1024 * 1024 })
-            .catch((error: { stdout?: string; stderr?: string }) => assert.fail(`${where(block)} failed:\n${error.stdout ?? ''}\n${error.stderr ?? String(error)}`));
+            .catch((error: unknown) => {
+              const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+              assert.fail(`${where(block)} failed:\n${stdout ?? ''}\n${stderr ?? String(error)}`);
+            });
         }
       });
     }

@@ -53,7 +53,7 @@ describe('README', () => {
         files,
       }));
       await run(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(dir, 'tsconfig.json')], { cwd: root, timeout: 180_000 })
-        .catch((error: { stdout?: string }) => assert.fail(`README TypeScript does not compile:\n${error.stdout ?? String(error)}`));
+        .catch((error: unknown) => assert.fail(`README TypeScript does not compile:\n${(error as { stdout?: string }).stdout ?? String(error)}`));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
