@@ -22,15 +22,19 @@ import type { LoadResult } from './load.js';
 import type { ResourcesResult, VerificationsParams, VerificationsResult } from './memory.js';
 import type { ServerMode, StopResult } from './server.js';
 import type { VerifyParams, VerifyResult } from './verify.js';
+import { scaleSection, soakSection, type SectionContext } from './lib/scale-sections.js';
 
-const USAGE = 'usage: npm run bench [-- --quick] [--only=1,2,3,4,5] [--svg=docs/performance.svg]';
+const USAGE = 'usage: npm run bench [-- --quick] [--only=1,2,3,4,5,6,7] [--svg=docs/performance.svg] [--soak-seconds=N]';
 let quick = false;
 let svgPath: string | undefined;
-let only = new Set(['1', '2', '3', '4', '5']);
+let only = new Set(['1', '2', '3', '4', '5', '6', '7']);
+/** Measurements 6 and 7 (bench/lib/scale-sections.ts): --soak-seconds=N shortens or lengthens 7. */
+let soakSeconds: number | undefined;
 for (const arg of process.argv.slice(2)) {
   if (arg === '--quick') quick = true;
   else if (arg.startsWith('--svg=') && arg.length > 6) svgPath = arg.slice(6);
-  else if (arg.startsWith('--only=') && /^[1-5](,[1-5])*$/.test(arg.slice(7))) only = new Set(arg.slice(7).split(','));
+  else if (arg.startsWith('--only=') && /^[1-7](,[1-7])*$/.test(arg.slice(7))) only = new Set(arg.slice(7).split(','));
+  else if (/^--soak-seconds=[1-9]\d*$/.test(arg)) soakSeconds = Number(arg.slice(15));
   else {
     console.error(`bench: unknown argument ${arg}\n${USAGE}`);
     process.exit(2);
@@ -71,6 +75,8 @@ const rows: Row[] = [];
 /** Bars of the chart (--svg): the ceiling, then each store as a fraction of it. */
 const chart: ChartBar[] = [];
 const notes: string[] = [];
+/** Blocks printed after the table and its notes (the soak's samples). */
+const blocks: string[] = [];
 let failed = false;
 const t0 = Date.now();
 const progress = (text: string) => process.stderr.write(`bench: ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s  ${text}\n`);
@@ -421,6 +427,26 @@ async function growthSection(loader: Worker, master: BenchKeyPair): Promise<void
   notes.push(`Growth runs: the store is filled before the server listens; each run then adds the resources it provisions (about ${seconds} s of traffic).`);
 }
 
+/** What measurements 6 and 7 (bench/lib/scale-sections.ts) take from this run. */
+async function sectionContext(master: BenchKeyPair): Promise<SectionContext> {
+  const databaseUrl = process.env.DATABASE_URL;
+  return {
+    quick,
+    master,
+    connections: CONNECTIONS,
+    databaseUrl,
+    databaseProblem: await databaseProblem(databaseUrl),
+    ...(soakSeconds === undefined ? {} : { soakSeconds }),
+    progress,
+    row: (row) => rows.push(row),
+    note: (note) => notes.push(note),
+    block: (block) => blocks.push(block),
+    failed: () => {
+      failed = true;
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -433,7 +459,7 @@ async function main(): Promise<void> {
   await checkSigner(master);
 
   // Every child starts now, in parallel: each waits idle until its turn.
-  const httpWanted = only.has('2') || only.has('3') || only.has('5');
+  const httpWanted = only.has('2') || only.has('3') || only.has('5') || only.has('6');
   const verifyWorker = only.has('1') ? startWorker('verify.ts') : undefined;
   const memoryWorker = only.has('4') ? startWorker('memory.ts', { exposeGc: true }) : undefined;
   const loader = httpWanted ? startWorker('load.ts') : undefined;
@@ -463,9 +489,26 @@ async function main(): Promise<void> {
           fail('5 time per request by stored resources', error);
         }
       }
+      // ---- measurement 6 (bench/lib/scale-sections.ts) ----
+      if (only.has('6')) {
+        try {
+          await scaleSection(await sectionContext(master), loader);
+        } catch (error) {
+          fail('6 time per request by stored resources, SQL stores', error);
+        }
+      }
     } finally {
       await loader.close();
       await sharedServer?.close();
+    }
+  }
+
+  // ---- measurement 7 (bench/lib/scale-sections.ts) ----
+  if (only.has('7')) {
+    try {
+      await soakSection(await sectionContext(master));
+    } catch (error) {
+      fail('7 replay records under a sustained load', error);
     }
   }
 
@@ -487,6 +530,7 @@ async function main(): Promise<void> {
     markdownTable(['#', 'measurement', 'result', 'baseline (same run)', 'ratio', 'target', 'verdict'], rows),
     '',
     ...notes.map((note) => `- ${note}`),
+    ...blocks.flatMap((block) => ['', block]),
   ];
   process.stdout.write(`${out.join('\n')}\n`);
   if (svgPath !== undefined && chart.length > 0) {

@@ -11,7 +11,7 @@ import type * as FastifyAdapter from '../src/adapters/fastify.js';
 import type * as Crypto from '../src/store/crypto.js';
 import type * as Memory from '../src/store/memory.js';
 import type * as Sqlite from '../src/store/sqlite.js';
-import type * as Postgres from '../src/store/postgres.js';
+import type * as Postgres from '../src/store/postgres/index.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { REPO_ROOT, serveCalls } from './lib/child.js';
 import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
@@ -185,7 +185,7 @@ async function openStore(params: StartParams): Promise<StoreTypes.Store> {
     }
     case 'postgres': {
       if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
-      const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres.js'), import('pg')]);
+      const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres/index.js'), import('pg')]);
       const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
       const url = params.databaseUrl;
       cleanups.push(async () => {

@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { postgresOAuthStore, postgresSeenEventStore } from '../src/store/postgres.js';
+import { postgresOAuthStore, postgresSeenEventStore } from '../src/store/postgres/index.js';
 import { createPlatformApp, parsePort, PlatformConfigError, type PlatformAppOptions } from './platform-app.js';
 
 let app: ReturnType<typeof createPlatformApp>;

@@ -132,7 +132,7 @@ async function openStore(spec: string, encryptionKey: string, logger: Logger, en
     return sqliteStore({ path, encryptionKey, logger, ...(busyTimeoutMs === undefined ? {} : { busyTimeoutMs }) });
   }
   if (spec.startsWith('postgres://') || spec.startsWith('postgresql://')) {
-    const { postgresStore } = await import('../src/store/postgres.js');
+    const { postgresStore } = await import('../src/store/postgres/index.js');
     return postgresStore({ connectionString: spec, encryptionKey, logger, ...(env.STORE_SCHEMA === undefined ? {} : { schema: env.STORE_SCHEMA }) });
   }
   throw new Error(`STORE must be memory, sqlite:<path> or postgres://…, got ${JSON.stringify(spec.slice(0, 40))}`);

@@ -51,6 +51,8 @@ export type ErrorCode =
   | 'ERR_OPERATION_NOT_PENDING'
   /** 409: a PUT for an id that was deprovisioned (ids are never reused, so it is a replay). */
   | 'ERR_ENTITY_DELETED'
+  /** 409: `recordUsage` with a time inside a period whose answer is final (its end plus `usageGraceMs` has passed). */
+  | 'ERR_USAGE_PERIOD_CLOSED'
   // the provider's or the library's side
   | 'ERR_INTERNAL'
   | 'ERR_STORE_UNAVAILABLE'
@@ -179,6 +181,40 @@ export class ServiceUnavailableError extends MarketplaceError {
 export class LeaseLostError extends MarketplaceError {
   constructor(options?: MarketplaceErrorOptions) {
     super(503, 'ERR_LEASE_LOST', 'Operation was taken over by another worker, retry later', options);
+  }
+}
+
+/**
+ * `recordUsage` was given a time inside a closed period: a period's measures answer is final once
+ * its end plus `usageGraceMs` (default 1 hour) has passed, so usage can no longer be added to it.
+ * Nothing was recorded. Pass `{ late: 'current-period' }` to book such usage at the time of the
+ * call instead (docs/usage.md).
+ *
+ * @example
+ * ```ts
+ * import { UsagePeriodClosedError } from 'embedded-marketplace';
+ * try {
+ *   await router.recordUsage(resourceId, 'requests', count, readingTime);
+ * } catch (error) {
+ *   if (!(error instanceof UsagePeriodClosedError)) throw error;
+ *   await router.recordUsage(resourceId, 'requests', count, readingTime, { late: 'current-period' });
+ * }
+ * ```
+ */
+export class UsagePeriodClosedError extends MarketplaceError {
+  /** The refused time (epoch ms). */
+  readonly at: number;
+  /** Usage earlier than this (epoch ms) was refused: every period ending by then is closed. */
+  readonly closedBefore: number;
+  constructor(at: number, closedBefore: number, options?: MarketplaceErrorOptions) {
+    super(
+      409,
+      'ERR_USAGE_PERIOD_CLOSED',
+      `Usage at ${new Date(at).toISOString()} falls in a closed period (usage before ${new Date(closedBefore).toISOString()} is final); pass { late: 'current-period' } to book it now`,
+      options,
+    );
+    this.at = at;
+    this.closedBefore = closedBefore;
   }
 }
 

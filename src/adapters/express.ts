@@ -18,6 +18,7 @@ import { composeProvider } from '../core/compose.js';
 import { ProviderCore, requestIdOf } from '../core/provider.js';
 import { actionOf, clientError, type RoutePattern } from '../core/routes.js';
 import type { CommonProviderOptions, CompletionTarget, CoreAnswer } from '../core/types.js';
+import type { RecordUsageOptions } from '../core/usage.js';
 
 export type { CompletionTarget, ConnectorOptions } from '../core/types.js';
 
@@ -41,8 +42,8 @@ export interface MarketplaceRouter extends Router {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first (e.g. to resume work after a restart). Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
-  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number): Promise<void>;
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
+  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** The store in use. */
   readonly store: Store;
   /**

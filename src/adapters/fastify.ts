@@ -26,6 +26,7 @@ import { composeProvider, type ProviderParts } from '../core/compose.js';
 import { ProviderCore } from '../core/provider.js';
 import { actionOf, ALLOW, matchPath, type RoutePattern } from '../core/routes.js';
 import { sealedSession, type SealedSession } from '../core/session.js';
+import type { RecordUsageOptions } from '../core/usage.js';
 import type { CommonProviderOptions, CompletionTarget, CoreAnswer, MarketplaceLogin, SealedSessionOptions } from '../core/types.js';
 
 export type { CompletionTarget, ConnectorOptions, MarketplaceLogin, SealedSessionOptions } from '../core/types.js';
@@ -115,8 +116,8 @@ export interface FastifyMarketplace {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first. Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
-  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number): Promise<void>;
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
+  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** Readiness: the store answers in time, and the outbox's oldest delivery age. */
   health(): Promise<HealthReport>;
   /**

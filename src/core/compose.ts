@@ -18,7 +18,8 @@ import { DEFAULT_TOLERANCE_MS } from '../signature/verifier.js';
 import { memoryStore } from '../store/memory.js';
 import type { Store } from '../store/types.js';
 import type { Catalog, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
-import { createUsageLedger } from './usage.js';
+import { checkCatalog } from '../domain/catalog.js';
+import { createUsageLedger, usageGraceOption } from './usage.js';
 import type { CommonProviderOptions, ConnectorOptions } from './types.js';
 
 /**
@@ -30,7 +31,7 @@ import type { CommonProviderOptions, ConnectorOptions } from './types.js';
 /** The options every host shares; each factory adds its own (`sso`, `basePath`). */
 export const COMMON_OPTIONS = [
   'handlers', 'store', 'catalog', 'validate', 'masterKey', 'toleranceMs', 'publicHost', 'bodyLimit', 'bodyTimeoutMs', 'connector',
-  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics', 'health',
+  'logger', 'now', 'handlerTimeoutMs', 'leaseMs', 'outbox', 'metrics', 'health', 'usageGraceMs',
 ] as const;
 const HANDLER_NAMES = ['provision', 'changePlan', 'deprovision', 'provisionCredentials', 'deprovisionCredentials'] as const;
 const PENDING_DEADLINE_MS = 24 * 60 * 60 * 1000;
@@ -71,6 +72,7 @@ export function composeProvider(FACTORY: string, options: CommonProviderOptions,
   const toleranceMs = optionalPositiveNumber(FACTORY, raw, 'toleranceMs', { allowZero: true }) ?? DEFAULT_TOLERANCE_MS;
   const catalog = parseCatalog(FACTORY, raw.catalog);
   const validate = optionalFunction<ValidateHook>(FACTORY, raw, 'validate');
+  const usageGraceMs = usageGraceOption(FACTORY, raw.usageGraceMs);
   const logger = createLogger(options.logger, { component: 'provider' });
   const store = options.store ?? memoryStore();
   if (options.store === undefined) logger.warn(`${FACTORY}: no store given, using memoryStore(): every resource is lost when the process exits`);
@@ -123,7 +125,7 @@ export function composeProvider(FACTORY: string, options: CommonProviderOptions,
     logger,
     instrumentation,
   });
-  const ledger = createUsageLedger({ store, now: clock.now, logger });
+  const ledger = createUsageLedger({ store, now: clock.now, logger, graceMs: usageGraceMs });
   const close = async (): Promise<void> => {
     await outbox?.stop();
     await store.close();
@@ -183,6 +185,7 @@ function parseCatalog(FACTORY: string, value: unknown): Catalog | undefined {
     if (regions !== undefined && (!Array.isArray(regions) || regions.some((r) => typeof r !== 'string'))) throw new InvalidOptionsError(`${FACTORY}: catalog.${product}.regions must be an array of region names`);
     catalog[product] = { plans: [...(plans as string[])], ...(regions === undefined ? {} : { regions: [...(regions as string[])] }) };
   }
+  checkCatalog(catalog, FACTORY);
   return catalog;
 }
 

@@ -1,7 +1,7 @@
 import { BadRequestError, InternalError, NotFoundError } from '../errors.js';
 import { parseRfc3339 } from '../lib/rfc3339.js';
 import type { Logger } from '../lib/logger.js';
-import type { Store } from '../store/types.js';
+import type { MeasuresStore } from '../store/types.js';
 import type { Answer } from '../idempotency/engine.js';
 import type { ProviderHandlers } from '../domain/handlers.js';
 
@@ -17,7 +17,7 @@ function periodParam(value: unknown, name: string): { text: string; at: number }
  * provider's `measures` handler, or else from the usage ledger kept in the store.
  */
 export async function answerMeasures(
-  deps: { store: Store; handlers: ProviderHandlers; logger: Logger },
+  deps: { store: MeasuresStore; handlers: ProviderHandlers; logger: Logger },
   id: string,
   query: Record<string, unknown>,
 ): Promise<Answer> {
@@ -39,8 +39,10 @@ export async function answerMeasures(
     if (!(await deps.store.hasUsage(id, start.at, end.at))) return { status: 204 };
     measures = await deps.store.sumUsage(id, start.at, end.at);
   }
+  // Features in one order (sorted), whatever order the store or handler gave them in: the
+  // answer for a closed period is the same bytes on every read and every instance.
   const clean: Record<string, number> = {};
-  for (const [feature, total] of Object.entries(measures)) {
+  for (const [feature, total] of Object.entries(measures).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (!Number.isSafeInteger(total)) {
       deps.logger.error({ resourceId: id, feature }, 'measures handler returned a total that is not an integer');
       throw new InternalError();

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BadRequestError, InvalidOptionsError } from '../errors.js';
-import { prepareOperation, type OperationCall } from '../idempotency/operations.js';
+import type { OperationCall } from '../idempotency/operations.js';
 import { truncateForLog } from '../lib/logger.js';
 import { asOptionsObject } from '../lib/options.js';
 import { parseJsonBody, sentOnceEach, type Accepted, type SignedInput } from '../signature/check.js';
@@ -55,7 +55,7 @@ export class ProviderCore {
    * measures, or the operation through the engine. Never rejects: errors are answers.
    */
   async serve(route: Exclude<RoutePattern, '/v1/sso'>, action: RouteAction | undefined, id: string, query: string, headers: CoreHeaders, body: unknown, verified: VerifiedRequest | undefined, reqId: string | undefined): Promise<CoreAnswer> {
-    const { store, handlers, logger, engine, env } = this.parts;
+    const { store, handlers, logger, engine } = this.parts;
     try {
       if (action === undefined) return methodNotAllowed(route);
       if (action === 'measures') return fromEngine(await answerMeasures({ store, handlers, logger }, validatePathId(id), parseQuery(query)));
@@ -69,7 +69,7 @@ export class ProviderCore {
         requestId: requestSignature(headers),
         reqId,
       };
-      return fromEngine(await engine.execute(await prepareOperation(call, env)));
+      return fromEngine(await engine.handle(call));
     } catch (error) {
       return errorAnswer(error, logger);
     }

@@ -13,6 +13,7 @@ import type { OperationRecord, Store } from '../store/types.js';
 import type { Catalog, Completion, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
 import type { SsoFailure } from '../sso/failure.js';
 import type { MarketplaceSessionData } from '../sso/exchange.js';
+import type { RecordUsageOptions, UsageOptions } from './usage.js';
 
 /** How the provider reaches the marketplace's connector (callbacks and single sign-on). */
 export interface ConnectorOptions {
@@ -45,7 +46,7 @@ export interface CompletionTarget {
  * const provider = createProvider({ ...common, sso: { session: { secret } } });
  * ```
  */
-export interface CommonProviderOptions {
+export interface CommonProviderOptions extends UsageOptions {
   /** Your business logic. Required. */
   handlers: ProviderHandlers;
   /** Where state lives. Default `memoryStore()` (lost on exit; a warning is logged). */
@@ -243,8 +244,8 @@ export interface Provider {
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
   /** Operations waiting for `complete`, oldest first. Needs a store with `listPendingOperations`. */
   pendingOperations(limit?: number): Promise<OperationRecord[]>;
-  /** Record usage for the measures route (the usage ledger). */
-  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number): Promise<void>;
+  /** Record usage for the measures route (the usage ledger); `at` in a closed period is refused unless `options.late` says otherwise (docs/usage.md). */
+  recordUsage(resourceId: string, feature: string, quantity: number, at?: Date | number, options?: RecordUsageOptions): Promise<void>;
   /** Readiness: the store answers in time, and the outbox's oldest delivery age. */
   health(): Promise<HealthReport>;
   /** The store in use. */

@@ -1,12 +1,24 @@
 import { randomBytes } from 'node:crypto';
-import { ConflictError, MarketplaceError, NotFoundError, safeMessage, ServiceUnavailableError } from '../errors.js';
+import { ConflictError, InternalError, LeaseLostError, MarketplaceError, NotFoundError, safeMessage, ServiceUnavailableError } from '../errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
 import { ORPHAN_MESSAGE } from '../store/common.js';
-import type { CallbackPayload, ClaimInput, CommitInput, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
+import type { CallbackPayload, ClaimInput, CommitInput, CommitResult, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
 import type { Completion, HandlerContext, ProviderHandlers } from '../domain/handlers.js';
-import { OPERATIONS, outcomeOf, type Answer, type Entity, type PreparedOperation, type Settled, type TableEnv } from './operations.js';
+import { conflictMessage } from './claim-rule.js';
+import {
+  entityDeletedError,
+  OPERATIONS,
+  outcomeOf,
+  prepareOperation,
+  type Answer,
+  type Entity,
+  type OperationCall,
+  type PreparedOperation,
+  type Settled,
+  type TableEnv,
+} from './operations.js';
 
 export type { Answer } from './operations.js';
 
@@ -50,13 +62,17 @@ export class OperationInProgressError extends ServiceUnavailableError {
   }
 }
 
-/** 409: another operation holds the entity (or its resource), with other properties. */
+/** 409: another operation holds the entity (or its resource), with other properties. Its message is the claim rule's (claim-rule.ts), which records it. */
 export class OperationConflictError extends ConflictError {
-  constructor(holder: OperationRecord) {
-    super(
-      holder.state === 'pending' ? 'Another operation on this entity is pending; wait for its outcome' : 'Another operation on this entity is in progress',
-      'ERR_OPERATION_CONFLICT',
-    );
+  constructor(holder: Pick<OperationRecord, 'state'>) {
+    super(conflictMessage(holder), 'ERR_OPERATION_CONFLICT');
+  }
+}
+
+/** 503: the store answered that the key kept changing hands during the claim; retrying is safe. */
+class ClaimUnavailableError extends ServiceUnavailableError {
+  constructor() {
+    super('The operation is changing hands too fast, retry later');
   }
 }
 
@@ -75,6 +91,18 @@ const REPLAY_PRUNE_INTERVAL_MS = 60_000;
 interface Progress {
   phase: 'running' | 'committing' | 'handedOff';
   handedOffAt: number;
+}
+
+/**
+ * One request's bookkeeping of its replay record: `recorded` once its answer is recorded against
+ * its signature (by the claim, a commit, a pending mark or `recordReplay`; requests without a
+ * signature have nothing to record); `deferred` once the recording belongs to the handler still
+ * running past the wait limit (it records its outcome when it commits, or when it fails), so the
+ * 202 or 503 answered meanwhile is not recorded.
+ */
+interface Run {
+  recorded: boolean;
+  deferred: boolean;
 }
 
 /**
@@ -106,21 +134,75 @@ export class OperationEngine {
     this.#instrumentation = options.instrumentation ?? noInstrumentation;
   }
 
-  /** Runs one prepared operation to its answer. */
+  /**
+   * Prepares and runs one call: the whole operation table for a request (the router's one call).
+   * A refusal from `prepare` (schema, catalog, the `validate` hook, callback headers) is recorded
+   * against the request's signature like every other first answer; when a record of that
+   * signature already stands (the request was answered before, and its validation now says
+   * otherwise), that answer is given instead.
+   */
+  async handle(call: OperationCall): Promise<Answer> {
+    let operation: PreparedOperation;
+    try {
+      operation = await prepareOperation(call, this.#options.env);
+    } catch (error) {
+      if (call.requestId === undefined) throw error;
+      const given = answerOf(error);
+      const standing = await this.#record(call.requestId, given);
+      if (standing === undefined || sameAnswer(standing, given)) throw error;
+      return standing;
+    }
+    return this.execute(operation);
+  }
+
+  /** Runs one prepared operation to its answer, recorded against its signature (the first answer stands). */
   execute(operation: PreparedOperation): Promise<Answer> {
     return this.#instrumentation.span(
       'marketplace.operation',
       { kind: operation.kind, entityId: operation.targetId, callbackId: operation.callbackId },
-      () => this.#execute(operation),
+      () => this.#answer(operation),
     );
   }
 
-  async #execute(original: PreparedOperation): Promise<Answer> {
+  /**
+   * The operation's answer, and its record: an answer no claim, commit or pending mark recorded
+   * (a 503 after waiting for another request, a duplicate's 202 after a hand-over, a store failure)
+   * is recorded here; when another answer was recorded first (an identical request raced this
+   * one), that one is given, so every copy of a signed request answers the same.
+   */
+  async #answer(op: PreparedOperation): Promise<Answer> {
+    const run: Run = { recorded: op.requestId === undefined, deferred: false };
+    let answer: Answer;
+    try {
+      answer = await this.#execute(op, run);
+    } catch (error) {
+      if (run.recorded || run.deferred) throw error;
+      const given = answerOf(error);
+      const standing = await this.#record(op.requestId!, given);
+      if (standing === undefined || sameAnswer(standing, given)) throw error;
+      return standing;
+    }
+    if (run.recorded || run.deferred) return answer;
+    return (await this.#record(op.requestId!, answer)) ?? answer;
+  }
+
+  /** Records `answer` unless the signature has a live record; the answer that stands, or undefined when the store failed. */
+  async #record(requestId: string, answer: RecordedAnswer): Promise<RecordedAnswer | undefined> {
+    try {
+      return await this.#options.store.recordReplay(this.#replayRecord(requestId, answer), this.#options.clock.now());
+    } catch (error) {
+      this.#options.logger.warn({ err: errorSummary(error), status: answer.status }, 'could not record the answer against the request signature');
+      return undefined;
+    }
+  }
+
+  async #execute(original: PreparedOperation, run: Run): Promise<Answer> {
     const { store, clock } = this.#options;
     const deadline = clock.now() + this.#options.waitMs;
     let op = original;
     let recorded: RecordedAnswer | undefined;
     for (let attempt = 0; ; attempt++) {
+      const now = clock.now();
       const input: ClaimInput = {
         key: op.key,
         kind: op.kind,
@@ -128,42 +210,59 @@ export class OperationEngine {
         fingerprint: op.fingerprint,
         request: op.request,
         owner: this.#options.owner,
-        now: clock.now(),
+        now,
         leaseMs: this.#options.leaseMs,
       };
       if (op.parentId !== undefined) input.parentId = op.parentId;
-      if (op.requestId !== undefined) input.requestId = op.requestId;
-      const claim = await store.claimOperation(input);
-      if (claim.outcome === 'replayed') {
-        // This exact signed request ran before. Its identical repeat (the marketplace retrying within
-        // the same second signs the same bytes) still gets today's answer when that needs no work
-        // (404 after a DELETE, the stored 201): claim again for the snapshot. Whatever would run the
-        // handler again answers what it answered first instead.
-        recorded = claim.answer;
-        op = { ...op, requestId: undefined };
-        continue;
+      if (op.requestId !== undefined) {
+        input.requestId = op.requestId;
+        input.replayExpiresAt = now + this.#options.replayTtlMs;
       }
-      if (claim.outcome === 'claimed') return this.#runClaimed(op, claim.operation, claim.snapshot, deadline, recorded);
-
-      const holder = claim.operation;
-      if (claim.outcome === 'busy') {
-        if (holder.fingerprint !== op.fingerprint) throw new OperationConflictError(holder);
-        if (holder.state === 'pending') return { status: 202, body: { message: holder.message ?? 'The operation is in progress' } };
-        const handedOff = this.#handedOff.get(op.key);
-        if (handedOff !== undefined) return handedOff;
-      } else if (holder.state === 'pending') {
-        // Blocked by a pending deprovision of the parent resource (it may last hours): no waiting.
-        throw new OperationConflictError(holder);
+      const claim = await store.claimOperation(input);
+      switch (claim.outcome) {
+        case 'replayed':
+          // This exact signed request was answered before. Its identical repeat (the marketplace
+          // retrying within the same second signs the same bytes) still gets today's answer when
+          // that needs no work (404 after a DELETE, the stored 201): claim again for the snapshot.
+          // Whatever would run the handler again answers what it answered first instead.
+          run.recorded = true;
+          recorded = claim.answer;
+          op = { ...op, requestId: undefined };
+          continue;
+        case 'claimed':
+          return this.#runClaimed(op, claim.operation, claim.snapshot, deadline, recorded, run);
+        case 'unavailable':
+          if (recorded !== undefined) return recorded;
+          throw new ClaimUnavailableError();
+        case 'conflict':
+          // A replay never waits and never takes another request's answer: it gives its own.
+          if (recorded !== undefined) return recorded;
+          // The claim recorded the 409 against the signature in the same step.
+          if (op.requestId !== undefined) run.recorded = true;
+          throw new OperationConflictError(claim.operation);
+        case 'pending':
+          if (recorded !== undefined) return recorded;
+          if (op.requestId !== undefined) run.recorded = true;
+          return claim.answer;
+        case 'busy': {
+          if (recorded !== undefined) return recorded;
+          const handedOff = this.#handedOff.get(op.key);
+          if (handedOff !== undefined) return handedOff;
+          break;
+        }
+        case 'blocked':
+          if (recorded !== undefined) return recorded;
+          break;
       }
       // The same request running, or the other side of the parent/child exclusion: wait for it.
       if (clock.now() >= deadline) throw new OperationInProgressError();
-      await this.#waitFor(holder.key, attempt, deadline);
+      await this.#waitFor(claim.operation.key, attempt, deadline);
     }
   }
 
-  async #runClaimed(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, deadline: number, recorded: RecordedAnswer | undefined): Promise<Answer> {
+  async #runClaimed(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, deadline: number, recorded: RecordedAnswer | undefined, run: Run): Promise<Answer> {
     const progress: Progress = { phase: 'running', handedOffAt: 0 };
-    const work = this.#hold(op, operation, snapshot, progress, recorded);
+    const work = this.#hold(op, operation, snapshot, progress, recorded, run);
     this.#inflight.set(op.key, work);
     const forget = (): void => {
       if (this.#inflight.get(op.key) === work) this.#inflight.delete(op.key);
@@ -187,7 +286,10 @@ export class OperationEngine {
       );
     });
     if (first !== TIMEOUT) return first;
-    // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes.
+    // Past the wait limit the handler keeps its (renewed) claim and commits when it finishes: its
+    // outcome is what gets recorded against the signature, not the 202 or 503 answered now (see
+    // docs/idempotency.md), so this request's answer is not recorded here.
+    run.deferred = true;
     if (progress.phase === 'committing') return await work;
     if (this.#options.callbacks && op.callbackId !== undefined && op.callbackUrl !== undefined) {
       progress.phase = 'handedOff';
@@ -201,14 +303,17 @@ export class OperationEngine {
     throw new OperationInProgressError();
   }
 
-  async #hold(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, progress: Progress, recorded: RecordedAnswer | undefined): Promise<Answer> {
+  async #hold(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, progress: Progress, recorded: RecordedAnswer | undefined, run: Run): Promise<Answer> {
     const descriptor = OPERATIONS[op.kind];
     const { clock, logger } = this.#options;
     const stopRenewing = this.#keepLease(op, operation);
     try {
       let settled: Settled;
       try {
-        const decision = await descriptor.decide(op.targetId, op.request, snapshot, this.#options.env);
+        // A replay answers from the state or from its record: neither the catalog nor the
+        // `validate` hook has a say in it any more.
+        const env = recorded === undefined ? this.#options.env : REPLAY_ENV;
+        const decision = await descriptor.decide(op.targetId, op.request, snapshot, env);
         if (decision.type === 'answer' || recorded !== undefined) {
           const answer = decision.type === 'answer' ? decision.answer : recorded!;
           settled = { mutation: { type: 'none' }, answer, payload: payloadOf(answer, descriptor.defaultMessage) };
@@ -216,7 +321,7 @@ export class OperationEngine {
           const result = await this.#invoke(op, decision.entity);
           const outcome = outcomeOf(op.kind, result);
           if (outcome === 'accepted') {
-            const marking = this.#markPending(op, operation, progress, (result as { message: string }).message);
+            const marking = this.#markPending(op, operation, progress, (result as { message: string }).message, run);
             this.#markingPending.set(op.key, marking);
             try {
               return await marking;
@@ -227,9 +332,9 @@ export class OperationEngine {
           settled = descriptor.settle(op.targetId, op.request, decision.entity, outcome, clock.now(), logger);
         }
       } catch (error) {
-        return await this.#refused(op, operation, progress, error);
+        return await this.#refused(op, operation, progress, error, run);
       }
-      return await this.#commit(op, operation, progress, settled);
+      return await this.#commit(op, operation, progress, settled, run);
     } finally {
       stopRenewing();
     }
@@ -277,7 +382,7 @@ export class OperationEngine {
   }
 
   /** Commits a finished operation: its mutation with the answer recorded for a replay, or its callback when handed over. */
-  async #commit(op: PreparedOperation, operation: OperationRecord, progress: Progress, settled: Settled): Promise<Answer> {
+  async #commit(op: PreparedOperation, operation: OperationRecord, progress: Progress, settled: Settled, run: Run): Promise<Answer> {
     if (progress.phase === 'running') progress.phase = 'committing';
     const handedOff = progress.phase === 'handedOff';
     const answer = handedOff ? this.#handedOff.get(op.key) ?? settled.answer : settled.answer;
@@ -286,55 +391,72 @@ export class OperationEngine {
     if (delivery !== undefined) commit.delivery = delivery;
     if (op.requestId !== undefined) commit.replay = this.#replayRecord(op.requestId, answer);
     if (settled.mutation.type === 'deleteResource') commit.orphanMessage = ORPHAN_MESSAGE;
+    let refusal: MarketplaceError | undefined;
     try {
-      await this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit));
+      refusal = commitRefusal(await this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit)));
     } catch (error) {
       // Nothing was written (commits are all or nothing): report or release, then answer the error.
-      return await this.#refused(op, operation, progress, error);
+      return await this.#refused(op, operation, progress, error, run);
     }
+    // A refused commit wrote nothing either: the entity changed under the claim (its resource was
+    // deleted, its id tombstoned) or the lease was lost.
+    if (refusal !== undefined) return await this.#refused(op, operation, progress, refusal, run);
+    if (commit.replay !== undefined) run.recorded = true;
     if (delivery !== undefined) this.#options.onDelivery?.();
     this.#pruneReplays();
     return answer;
   }
 
   /**
-   * A decision (404, 409), a refusal, a failure or a failed commit. A refusal (status below 500) is
-   * final: it is recorded against the signature. Anything else drops the claim so the next request
-   * starts clean instead of waiting out the lease. After a hand-over the marketplace waits for a
-   * callback, so the claim is closed with an `error` callback instead.
+   * A decision (404, 409), a refusal, a failure or a failed commit: the answer is final for this
+   * signature either way. Under a claim it is recorded with the claim's release, in one commit, so
+   * the same signed request sent again answers it and never runs the handler (issue 19); the
+   * entity is untouched, so a new request (new Date, new signature) starts clean. After a hand-over
+   * the marketplace waits for a callback, so the claim is closed with an `error` callback too.
    */
-  async #refused(op: PreparedOperation, operation: OperationRecord, progress: Progress, error: unknown): Promise<never> {
+  async #refused(op: PreparedOperation, operation: OperationRecord, progress: Progress, error: unknown, run: Run): Promise<never> {
     if (progress.phase === 'running') progress.phase = 'committing';
     const { store, logger } = this.#options;
     const refusal = error instanceof MarketplaceError && error.status < 500 ? error : undefined;
-    let commit: CommitInput | undefined;
-    if (progress.phase === 'handedOff') {
+    const handedOff = progress.phase === 'handedOff';
+    // What the caller was (or is being) answered: after a hand-over, its 202.
+    const answer = handedOff ? this.#handedOff.get(op.key) ?? answerOf(error) : answerOf(error);
+    const commit: CommitInput = { mutation: { type: 'none' } };
+    if (handedOff) {
       if (refusal === undefined) logger.error({ key: op.key, kind: op.kind, err: errorSummary(error) }, 'handed-over operation failed; reporting an error by callback');
-      const payload: CallbackPayload = { state: 'error', message: refusal?.message ?? FAILED_MESSAGE };
-      const delivery = this.#delivery(op, payload, progress.handedOffAt + this.#options.pendingDeadlineMs);
-      commit = { mutation: { type: 'none' }, ...(delivery === undefined ? {} : { delivery }) };
-    } else if (refusal !== undefined && op.requestId !== undefined && !(error instanceof OperationConflictError)) {
-      commit = { mutation: { type: 'none' }, ...this.#replay(op, { status: refusal.status, body: { message: refusal.message } }) };
+      const delivery = this.#delivery(op, { state: 'error', message: refusal?.message ?? FAILED_MESSAGE }, progress.handedOffAt + this.#options.pendingDeadlineMs);
+      if (delivery !== undefined) commit.delivery = delivery;
     }
+    if (op.requestId !== undefined) commit.replay = this.#replayRecord(op.requestId, answer);
     try {
-      if (commit === undefined) await store.releaseOperation(operation.key, operation.token);
+      if (commit.delivery === undefined && commit.replay === undefined) await store.releaseOperation(operation.key, operation.token);
       else {
-        await store.commitOperation(operation.key, operation.token, commit);
-        if (commit.delivery !== undefined) this.#options.onDelivery?.();
+        const result = await store.commitOperation(operation.key, operation.token, commit);
+        if (result.outcome === 'committed') {
+          if (commit.replay !== undefined) run.recorded = true;
+          if (commit.delivery !== undefined) this.#options.onDelivery?.();
+        }
       }
     } catch (closeError) {
       logger.warn({ key: op.key, err: errorSummary(closeError) }, 'could not release operation; it lapses with its lease');
     }
+    // The claim was lost (or the store failed): the answer is recorded on its own, so that the
+    // same signed request never runs the handler again.
+    if (op.requestId !== undefined && !run.recorded) {
+      await this.#record(op.requestId, answer);
+      run.recorded = true;
+    }
     throw error;
   }
 
-  async #markPending(op: PreparedOperation, operation: OperationRecord, progress: Progress, message: string): Promise<Answer> {
+  async #markPending(op: PreparedOperation, operation: OperationRecord, progress: Progress, message: string, run: Run): Promise<Answer> {
     if (progress.phase === 'running') progress.phase = 'committing';
     const { clock, store } = this.#options;
     const handedOff = progress.phase === 'handedOff';
     const answer: Answer = handedOff ? this.#handedOff.get(op.key)! : { status: 202, body: { message } };
+    let marked: OperationRecord | undefined;
     try {
-      await store.markOperationPending(operation.key, operation.token, {
+      marked = await store.markOperationPending(operation.key, operation.token, {
         message,
         deadlineAt: (handedOff ? progress.handedOffAt : clock.now()) + this.#options.pendingDeadlineMs,
         ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
@@ -342,8 +464,10 @@ export class OperationEngine {
         ...this.#replay(op, answer),
       });
     } catch (error) {
-      return await this.#refused(op, operation, progress, error);
+      return await this.#refused(op, operation, progress, error, run);
     }
+    if (marked === undefined) return await this.#refused(op, operation, progress, new LeaseLostError(), run);
+    if (op.requestId !== undefined) run.recorded = true;
     return answer;
   }
 
@@ -458,13 +582,15 @@ export class OperationEngine {
     if (delivery === undefined) {
       logger.warn({ key, kind: operation.kind }, 'completed an operation that carried no callback headers: the marketplace learns the outcome when it repeats the request');
     }
-    await this.#commitSpan(operation, () =>
+    const result = await this.#commitSpan(operation, () =>
       store.commitOperation(key, operation.token, {
         mutation: settled.mutation,
         ...(delivery === undefined ? {} : { delivery }),
         ...(settled.mutation.type === 'deleteResource' ? { orphanMessage: ORPHAN_MESSAGE } : {}),
       }),
     );
+    const refusal = commitRefusal(result);
+    if (refusal !== undefined) throw refusal;
     logger.info({ key, kind: operation.kind, state: completion.state, callbackId: operation.callbackId }, 'long-running operation completed');
     if (delivery !== undefined) this.#options.onDelivery?.();
   }
@@ -477,6 +603,33 @@ function payloadOf(answer: Answer, fallback: string): CallbackPayload {
   if (answer.status >= 400) return { state: 'error', message };
   return { state: 'done', message, ...(body.credentials === undefined ? {} : { credentials: body.credentials as Record<string, string> }) };
 }
+
+/** The error a commit outcome other than `committed` answers (see CommitResult); undefined for `committed`. */
+function commitRefusal(result: CommitResult): MarketplaceError | undefined {
+  switch (result.outcome) {
+    case 'committed':
+      return undefined;
+    case 'lease_lost':
+      return new LeaseLostError();
+    case 'parent_missing':
+      return new NotFoundError('Resource not found');
+    case 'tombstoned':
+      return entityDeletedError(result.entity);
+  }
+}
+
+/** The answer an error is rendered as (the router's errorResponder renders it the same way). */
+function answerOf(error: unknown): RecordedAnswer {
+  const known = error instanceof MarketplaceError ? error : new InternalError();
+  return { status: known.status, body: { message: known.message } };
+}
+
+function sameAnswer(a: RecordedAnswer, b: RecordedAnswer): boolean {
+  return a.status === b.status && JSON.stringify(a.body) === JSON.stringify(b.body);
+}
+
+/** What `decide` sees on a replay: no catalog, no hook (they ran when the request was first answered). */
+const REPLAY_ENV: TableEnv = { catalog: undefined, validate: undefined, checkCallbackUrl: undefined };
 
 /** Error text safe for logs: class, code and message only (our messages never carry secrets). */
 export function errorSummary(error: unknown): Record<string, unknown> {

@@ -1,6 +1,5 @@
 import { BadRequestError, ConflictError, InternalError, NotFoundError, SignatureError } from '../errors.js';
 import type { Logger } from '../lib/logger.js';
-import { entityDeletedError } from '../store/common.js';
 import type {
   CallbackPayload,
   CredentialRecord,
@@ -108,8 +107,31 @@ export interface Outcome {
   credentials?: unknown;
 }
 
-interface Descriptor<R extends OperationRequest> {
+/**
+ * What the claim rule (claim-rule.ts) and the stores need to know of a kind, and nothing else: its
+ * entity, where a credential operation's parent comes from, and whether it keeps the resource's
+ * children out (the parent/child exclusion).
+ */
+export interface ClaimShape {
+  /** The entity acted on: the operation's key is `<entity>:<id>`. */
   entity: EntityKind;
+  /**
+   * Credential kinds: where the parent resource comes from: the request (`resourceId`, a PUT's
+   * `resource_id`) or the stored credential set (a DELETE).
+   */
+  parent?: 'request' | 'stored';
+  /**
+   * Resource kinds that remove the resource's children (`deprovision`): while one is live, claims of
+   * credential operations of that resource are held back (`blocked`, or `conflict` once it is
+   * pending); it is itself held back while a credential operation of the resource runs; and its
+   * claim reads every credential set of the resource.
+   */
+  excludesChildren?: boolean;
+}
+
+interface Descriptor<R extends OperationRequest> {
+  /** What the claim rule needs of this kind (see ClaimShape); `claim.entity` is the entity acted on. */
+  claim: ClaimShape;
   /** The message answered when the handler gives none. */
   defaultMessage: string;
   prepare(call: OperationCall, env: TableEnv): Promise<{ targetId: string; parentId?: string; fingerprint: string; request: R }>;
@@ -145,7 +167,7 @@ async function checkOffer(env: TableEnv, operation: 'provision' | 'changePlan', 
 }
 
 const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = {
-  entity: 'resource',
+  claim: { entity: 'resource' },
   defaultMessage: 'Resource provisioned',
   async prepare(call, env) {
     const body = validateProvision(call.body);
@@ -181,7 +203,7 @@ const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = 
 };
 
 const changePlan: Descriptor<Extract<OperationRequest, { kind: 'changePlan' }>> = {
-  entity: 'resource',
+  claim: { entity: 'resource' },
   defaultMessage: 'Plan changed',
   async prepare(call) {
     const body = validateChangePlan(call.body);
@@ -221,7 +243,7 @@ const changePlan: Descriptor<Extract<OperationRequest, { kind: 'changePlan' }>> 
 };
 
 const deprovision: Descriptor<Extract<OperationRequest, { kind: 'deprovision' }>> = {
-  entity: 'resource',
+  claim: { entity: 'resource', excludesChildren: true },
   defaultMessage: 'Resource deprovisioned',
   async prepare(call) {
     return { targetId: call.id, fingerprint: '["deprovision"]', request: { kind: 'deprovision' } };
@@ -240,7 +262,7 @@ const deprovision: Descriptor<Extract<OperationRequest, { kind: 'deprovision' }>
 };
 
 const provisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'provisionCredentials' }>> = {
-  entity: 'credential',
+  claim: { entity: 'credential', parent: 'request' },
   defaultMessage: 'Credentials provisioned',
   async prepare(call) {
     const body = validateCredential(call.body);
@@ -285,7 +307,7 @@ const provisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'provis
 };
 
 const deprovisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'deprovisionCredentials' }>> = {
-  entity: 'credential',
+  claim: { entity: 'credential', parent: 'stored' },
   defaultMessage: 'Credentials deprovisioned',
   async prepare(call) {
     return { targetId: call.id, fingerprint: '["deprovisionCredentials"]', request: { kind: 'deprovisionCredentials' } };
@@ -312,6 +334,31 @@ export const OPERATIONS: Readonly<Record<OperationKind, AnyDescriptor>> = Object
   deprovisionCredentials: deprovisionCredentials as unknown as AnyDescriptor,
 });
 
+/**
+ * The claim shape of a kind (see ClaimShape), for the claim rule and the stores.
+ *
+ * @example
+ * ```ts
+ * claimShape('deprovision'); // { entity: 'resource', excludesChildren: true }
+ * ```
+ */
+export function claimShape(kind: OperationKind): ClaimShape {
+  return OPERATIONS[kind].claim;
+}
+
+/**
+ * The refusal of a PUT for a tombstoned id (ids are never reused, so it is a replay of a captured
+ * request): from the claim's snapshot in `decide`, and from a commit that answered `tombstoned`.
+ */
+export function entityDeletedError(entity: EntityKind): ConflictError {
+  return new ConflictError(
+    entity === 'resource'
+      ? 'Resource was deprovisioned; its id cannot be provisioned again'
+      : 'Credentials were deprovisioned; their id cannot be provisioned again',
+    'ERR_ENTITY_DELETED',
+  );
+}
+
 /** Validates a call (schema, catalog, hook, callback headers) into what the engine runs. */
 export async function prepareOperation(call: OperationCall, env: TableEnv): Promise<PreparedOperation> {
   const descriptor = OPERATIONS[call.kind];
@@ -319,8 +366,8 @@ export async function prepareOperation(call: OperationCall, env: TableEnv): Prom
   checkCallbackHeaders(call, env);
   return {
     kind: call.kind,
-    key: `${descriptor.entity}:${prepared.targetId}`,
-    entity: descriptor.entity,
+    key: `${descriptor.claim.entity}:${prepared.targetId}`,
+    entity: descriptor.claim.entity,
     targetId: prepared.targetId,
     parentId: prepared.parentId,
     fingerprint: prepared.fingerprint,

@@ -5,7 +5,7 @@
  */
 import { InvalidOptionsError } from '../errors.js';
 import { asOptionsObject, optionalFunction, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
-import type { StoreView } from './store-view.js';
+import type { HealthProbeStore } from '../store/types.js';
 import { Timeout, within } from './timeout.js';
 
 /** `ok`: take traffic. `degraded`: take traffic, but someone should look. `down`: take none. */
@@ -37,8 +37,8 @@ export interface HealthSource {
   health(): Promise<HealthReport>;
 }
 
-/** A store as the health check reads it: `ping()` when it has one, else a lookup of an id that cannot exist. */
-export type HealthStore = StoreView & { getResource?(id: string): Promise<unknown> };
+/** A store as the health check reads it: `ping()` when it has one, else a lookup of an id that cannot exist; `outboxStats()` when it has one. */
+export type HealthStore = HealthProbeStore;
 
 export interface HealthCheckOptions {
   /** The store the router uses. */

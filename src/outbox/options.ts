@@ -9,7 +9,7 @@ import {
 } from '../lib/options.js';
 import { InvalidOptionsError } from '../errors.js';
 import type { Logger } from '../lib/logger.js';
-import type { Store } from '../store/types.js';
+import type { DeliveryStore } from '../store/types.js';
 import { DEFAULT_BACKOFF, type Backoff } from './schedule.js';
 import type { SendCallback } from './types.js';
 
@@ -27,7 +27,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** {@link OutboxOptions} checked, with every default filled in (except owner and logger). */
 export interface ResolvedOutboxOptions {
-  store: Store;
+  store: DeliveryStore;
   send: SendCallback;
   owner: string | undefined;
   pollIntervalMs: number;
@@ -71,7 +71,7 @@ export function resolveOutboxOptions(input: unknown): ResolvedOutboxOptions {
   const concurrency = integerOption(FACTORY, 'concurrency', options.concurrency, 4, 1, 1000);
 
   return {
-    store: store as unknown as Store,
+    store: store as unknown as DeliveryStore,
     send,
     owner,
     pollIntervalMs,

@@ -1,6 +1,6 @@
 import type { Instrumentation } from '../observability/hooks.js';
 import type { Logger } from '../lib/logger.js';
-import type { CallbackPayload, Store } from '../store/types.js';
+import type { CallbackPayload, DeliveryStore } from '../store/types.js';
 
 /**
  * What one attempt to deliver a callback came to. The connector client's `sendCallback` answers
@@ -59,8 +59,8 @@ export interface BackoffOptions {
 
 /** Options of {@link createOutbox}. */
 export interface OutboxOptions {
-  /** Where deliveries are kept: the same store the router commits operations to. */
-  store: Store;
+  /** Where deliveries are kept: the same store the router commits operations to (only its {@link DeliveryStore} part is used). */
+  store: DeliveryStore;
   /** Makes one delivery attempt; usually `connector.sendCallback`. */
   send: SendCallback;
   /** Names this process in claims and logs. Default: `<hostname>:<pid>:<random>`. Unique per process. */

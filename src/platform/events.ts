@@ -17,6 +17,7 @@ import { matchesAnyDigest, sha256 } from '../lib/secrets.js';
 import type { MetricsOptions } from '../observability/index.js';
 import type { EventOutcome } from '../observability/hooks.js';
 import { checkOptionKeys, loggerOption, stringList, instrumentationOption } from './options.js';
+import type { SeenEventClaim, SeenEventStore } from '../store/platform/types.js';
 
 /** The event types interface section 6 defines. */
 export const EVENT_TYPES = ['resource:provisioned', 'resource:deprovisioned'] as const;
@@ -43,35 +44,7 @@ export interface MarketplaceEventContext {
 
 export type MarketplaceEventHandler = (data: ResourceEventData, context: MarketplaceEventContext) => void | Promise<void>;
 
-/** What {@link SeenEventStore.claim} found. */
-export type SeenEventClaim =
-  /** New (or its earlier claim lapsed, or its earlier handler failed): the caller runs the handler, then completes or releases. */
-  | { outcome: 'claimed' }
-  /** Handled successfully within the window: acknowledge without running the handler. */
-  | { outcome: 'done' }
-  /** Another caller (instance) holds a live claim: its handler is running now. */
-  | { outcome: 'busy'; leaseExpiresAt: number };
-
-/**
- * Remembers which deliveries were handled, shared by every instance that receives events. The
- * receiver calls {@link claim} (one atomic "record this delivery, tell me if it is new"), runs the
- * handler when it got the claim, then {@link complete}s it (handled: remembered until `expiresAt`)
- * or {@link release}s it (the handler failed: the marketplace's retry must reach a handler again).
- * A claim carries a lease: a claim whose instance died lapses at `leaseExpiresAt` and the next copy
- * claims it. Implementations: {@link MemorySeenEventStore} (one process) and
- * `postgresSeenEventStore` from `embedded-marketplace/stores/postgres` (several instances).
- */
-export interface SeenEventStore {
-  /**
-   * Atomically: `done` when `key` completed and has not expired, `busy` when another `owner` holds a
-   * live claim, otherwise records a claim for `owner` until `leaseExpiresAt` and answers `claimed`.
-   */
-  claim(key: string, claim: { owner: string; now: number; leaseExpiresAt: number }): Promise<SeenEventClaim>;
-  /** Records `key` as handled until `expiresAt`, if `owner` still holds the claim (or nobody does). */
-  complete(key: string, owner: string, expiresAt: number): Promise<void>;
-  /** Drops `owner`'s claim on `key`, so that the next copy of the delivery runs the handler. */
-  release(key: string, owner: string): Promise<void>;
-}
+export type { SeenEventClaim, SeenEventStore } from '../store/platform/types.js';
 
 /**
  * Checks that a delivery comes from the marketplace (the raw body is given). Answer `false` to

@@ -17,7 +17,7 @@ import { createVerifier, signatureHint, verifierInternals, type Checked, type Si
 export const VERIFIER_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
 
 const MOUNT_ORDER_HINT =
-  'The request body was consumed before the marketplace signature could be verified and no raw bytes were left behind: mount the marketplace router (or verifySignature) before express.json(), or keep the bytes with express.json({ verify: (req, _res, buf) => { req.rawBody = buf } }) (docs/signature.md). Requests are refused until this is fixed.';
+  'The request body was consumed before the marketplace signature could be verified and no raw bytes were left behind: mount the marketplace router (or verifySignature) before express.json(), or keep the bytes with express.json({ verify: keepRawBody }) (keepRawBody from embedded-marketplace; docs/signature.md). Requests are refused until this is fixed.';
 const NO_PUBLIC_HOST_WARNING =
   'no publicHost configured: a request the marketplace signed for another provider\'s Host is accepted when it arrives with that Host header. Set publicHost to the host (or hosts) the marketplace addresses (SECURITY.md)';
 

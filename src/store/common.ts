@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { ConflictError } from '../errors.js';
-import type { ClaimInput, DeliveryRecord, DeliverySummary, EntityKind, NewDelivery, OperationRecord } from './types.js';
+import { claimShape } from '../idempotency/operations.js';
+import type { CommitResult, DeliveryRecord, DeliverySummary, NewDelivery, OperationRecord } from './types.js';
 
 /**
  * Whether an operation still holds its key at `now`. Every adapter must apply exactly this rule
@@ -29,48 +29,26 @@ export function newToken(): string {
   return token;
 }
 
-/** The record a successful claim writes. */
-export function claimedRecord(input: ClaimInput, token: string): OperationRecord {
-  return {
-    key: input.key,
-    kind: input.kind,
-    targetId: input.targetId,
-    fingerprint: input.fingerprint,
-    state: 'running',
-    token,
-    owner: input.owner,
-    leaseExpiresAt: input.now + input.leaseMs,
-    request: input.request,
-    createdAt: input.now,
-  };
-}
-
-/**
- * The refusal of a PUT for a tombstoned id, shared by the router (which checks first) and every
- * store's commitOperation (which checks again inside its transaction).
- */
-export function entityDeletedError(entity: EntityKind): ConflictError {
-  return new ConflictError(
-    entity === 'resource'
-      ? 'Resource was deprovisioned; its id cannot be provisioned again'
-      : 'Credentials were deprovisioned; their id cannot be provisioned again',
-    'ERR_ENTITY_DELETED',
-  );
-}
+/** The one `committed` outcome, shared: commits are the hot path. */
+export const COMMITTED: CommitResult = Object.freeze({ outcome: 'committed' });
+/** The one `lease_lost` outcome, shared. */
+export const LEASE_LOST: CommitResult = Object.freeze({ outcome: 'lease_lost' });
 
 /** The message of the `error` callback for a pending credential operation whose resource was deleted. */
 export const ORPHAN_MESSAGE = 'The resource was deprovisioned';
 
 /**
- * The resource a credential operation belongs to: the PUT's `resource_id`, or for a DELETE the
- * stored credential's resource (`credentialParent`). Undefined for resource operations.
+ * The resource a credential operation belongs to, as its kind's claim shape says: the PUT's
+ * `resource_id`, or for a DELETE the stored credential's resource (`credentialParent`). Undefined
+ * for resource operations.
  */
 export function parentOf(
   operation: Pick<OperationRecord, 'key' | 'targetId' | 'request'>,
   credentialParent: (credentialId: string) => string | undefined,
 ): string | undefined {
-  if (!operation.key.startsWith('credential:')) return undefined;
-  return operation.request.kind === 'provisionCredentials' ? operation.request.resourceId : credentialParent(operation.targetId);
+  const shape = claimShape(operation.request.kind);
+  if (shape.entity !== 'credential') return undefined;
+  return shape.parent === 'request' && 'resourceId' in operation.request ? operation.request.resourceId : credentialParent(operation.targetId);
 }
 
 /**

@@ -1,9 +1,10 @@
-import { LeaseLostError, NotFoundError } from '../errors.js';
-import { claimedRecord, entityDeletedError, isOperationLive, newToken, orphanDelivery, parentOf, summarizeDelivery } from './common.js';
+import { decideClaim, decideRecord, type ClaimReads } from '../idempotency/claim-rule.js';
+import { COMMITTED, isOperationLive, LEASE_LOST, newToken, orphanDelivery, parentOf, summarizeDelivery } from './common.js';
 import type {
   ClaimInput,
   ClaimResult,
   CommitInput,
+  CommitResult,
   CredentialRecord,
   DeliveryClaimInput,
   DeliveryRecord,
@@ -13,6 +14,7 @@ import type {
   EntitySnapshot,
   OperationRecord,
   PendingInput,
+  RecordedAnswer,
   ReplayRecord,
   ResourceRecord,
   UsageEntry,
@@ -67,39 +69,43 @@ export function memoryStore(): DiagnosableStore {
     return parentOf(operation, (id) => credentials.get(id)?.resourceId);
   }
 
-  function snapshotFor(input: ClaimInput, parentId: string | undefined): EntitySnapshot {
-    const resourceId = input.key.startsWith('resource:') ? input.targetId : parentId;
-    const resource = resourceId === undefined ? undefined : resources.get(resourceId);
-    const credential = input.key.startsWith('credential:') ? credentials.get(input.targetId) : undefined;
-    return {
-      resource: resource === undefined ? undefined : copy(resource),
-      resourceDeleted: resourceId !== undefined && tombstones.has(operationKey('resource', resourceId)),
-      credential: credential === undefined ? undefined : copy(credential),
-      credentialDeleted: input.key.startsWith('credential:') && tombstones.has(operationKey('credential', input.targetId)),
-      credentials: input.kind === 'deprovision' ? listOf(input.targetId) : [],
-    };
-  }
-
   function listOf(resourceId: string): CredentialRecord[] {
     const ids = credentialsByResource.get(resourceId) ?? new Set<string>();
     return [...ids].map((id) => copy(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
   }
 
-  /** The live operation that keeps `input` from being claimed although its key is free (parent/child exclusion). */
-  function blocker(input: ClaimInput, parentId: string | undefined): OperationRecord | undefined {
-    if (input.key.startsWith('credential:')) {
-      if (parentId === undefined) return undefined;
-      const parent = operations.get(operationKey('resource', parentId));
-      return parent !== undefined && parent.kind === 'deprovision' && isOperationLive(parent, input.now) ? parent : undefined;
-    }
-    if (input.kind !== 'deprovision') return undefined;
-    for (const operation of operations.values()) {
-      if (operation.key.startsWith('credential:') && operation.state === 'running' && isOperationLive(operation, input.now) && parentOfOperation(operation) === input.targetId) {
-        return operation;
+  // The state the claim rule reads (src/idempotency/claim-rule.ts); records go out as copies.
+  const reads: ClaimReads = {
+    replay(requestId, now) {
+      const replay = replays.get(requestId);
+      return replay !== undefined && replay.expiresAt >= now ? copy(replay.answer) : undefined;
+    },
+    operation(key) {
+      const operation = operations.get(key);
+      return operation === undefined ? undefined : copy(operation);
+    },
+    credentialParent: (id) => credentials.get(id)?.resourceId,
+    runningChild(resourceId, now) {
+      let oldest: OperationRecord | undefined;
+      for (const operation of operations.values()) {
+        if (!operation.key.startsWith('credential:') || operation.state !== 'running' || !isOperationLive(operation, now)) continue;
+        if (parentOfOperation(operation) !== resourceId) continue;
+        if (oldest === undefined || operation.createdAt < oldest.createdAt || (operation.createdAt === oldest.createdAt && operation.key < oldest.key)) oldest = operation;
       }
-    }
-    return undefined;
-  }
+      return oldest === undefined ? undefined : copy(oldest);
+    },
+    snapshot(scope): EntitySnapshot {
+      const resource = scope.resourceId === undefined ? undefined : resources.get(scope.resourceId);
+      const credential = scope.credentialId === undefined ? undefined : credentials.get(scope.credentialId);
+      return {
+        resource: resource === undefined ? undefined : copy(resource),
+        resourceDeleted: scope.resourceId !== undefined && tombstones.has(operationKey('resource', scope.resourceId)),
+        credential: credential === undefined ? undefined : copy(credential),
+        credentialDeleted: scope.credentialId !== undefined && tombstones.has(operationKey('credential', scope.credentialId)),
+        credentials: scope.listCredentials && scope.resourceId !== undefined ? listOf(scope.resourceId) : [],
+      };
+    },
+  };
 
   /** Removes the pending credential operations of a deleted resource and reports each as an error. */
   function orphan(resourceId: string, deletedAt: number, message: string | undefined): void {
@@ -111,8 +117,11 @@ export function memoryStore(): DiagnosableStore {
     }
   }
 
-  function record(replay: ReplayRecord | undefined): void {
-    if (replay !== undefined) replays.set(replay.requestId, copy(replay));
+  /** Writes `replay` unless its signature has a record (the first answer stands); answers the one that stands. */
+  function record(replay: ReplayRecord, now: number): RecordedAnswer {
+    const { write, standing } = decideRecord(replays.get(replay.requestId), replay, now);
+    if (write) replays.set(replay.requestId, copy(replay));
+    return copy(standing);
   }
 
   function ownedDelivery(id: string, owner: string): DeliveryRecord | undefined {
@@ -151,18 +160,12 @@ export function memoryStore(): DiagnosableStore {
     },
 
     async claimOperation(input: ClaimInput): Promise<ClaimResult> {
-      if (input.requestId !== undefined) {
-        const replay = replays.get(input.requestId);
-        if (replay !== undefined && replay.expiresAt >= input.now) return { outcome: 'replayed', answer: copy(replay.answer) };
+      const { result, writes } = decideClaim(input, reads, newToken);
+      for (const write of writes) {
+        if (write.type === 'claim') operations.set(write.operation.key, copy(write.operation));
+        else record(write.replay, input.now);
       }
-      const existing = operations.get(input.key);
-      if (existing !== undefined && isOperationLive(existing, input.now)) return { outcome: 'busy', operation: copy(existing) };
-      const parentId = input.key.startsWith('credential:') ? (input.parentId ?? credentials.get(input.targetId)?.resourceId) : undefined;
-      const holder = blocker(input, parentId);
-      if (holder !== undefined) return { outcome: 'blocked', operation: copy(holder) };
-      const operation = claimedRecord(input, newToken());
-      operations.set(input.key, copy(operation));
-      return { outcome: 'claimed', operation, snapshot: snapshotFor(input, parentId) };
+      return result;
     },
 
     async renewOperation(key, token, leaseExpiresAt) {
@@ -178,29 +181,23 @@ export function memoryStore(): DiagnosableStore {
 
     async markOperationPending(key, token, pending: PendingInput) {
       const operation = holding(key, token);
-      if (operation === undefined) throw new LeaseLostError();
+      if (operation === undefined) return undefined;
       operation.state = 'pending';
       operation.message = pending.message;
       operation.deadlineAt = pending.deadlineAt;
       if (pending.callbackId !== undefined) operation.callbackId = pending.callbackId;
       if (pending.callbackUrl !== undefined) operation.callbackUrl = pending.callbackUrl;
-      record(pending.replay);
+      if (pending.replay !== undefined) record(pending.replay, Number.NEGATIVE_INFINITY);
       return copy(operation);
     },
 
-    async commitOperation(key, token, commit: CommitInput) {
-      if (holding(key, token) === undefined) throw new LeaseLostError();
+    async commitOperation(key, token, commit: CommitInput): Promise<CommitResult> {
+      if (holding(key, token) === undefined) return LEASE_LOST;
       const { mutation } = commit;
       // Check every precondition before the first write: a commit applies whole or not at all.
-      if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) {
-        throw new NotFoundError('Resource not found');
-      }
-      if (mutation.type === 'putResource' && tombstones.has(operationKey('resource', mutation.resource.id))) {
-        throw entityDeletedError('resource');
-      }
-      if (mutation.type === 'putCredential' && tombstones.has(operationKey('credential', mutation.credential.id))) {
-        throw entityDeletedError('credential');
-      }
+      if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) return { outcome: 'parent_missing' };
+      if (mutation.type === 'putResource' && tombstones.has(operationKey('resource', mutation.resource.id))) return { outcome: 'tombstoned', entity: 'resource' };
+      if (mutation.type === 'putCredential' && tombstones.has(operationKey('credential', mutation.credential.id))) return { outcome: 'tombstoned', entity: 'credential' };
       switch (mutation.type) {
         case 'none':
           break;
@@ -235,7 +232,12 @@ export function memoryStore(): DiagnosableStore {
       if (commit.delivery !== undefined) {
         deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
       }
-      record(commit.replay);
+      if (commit.replay !== undefined) record(commit.replay, Number.NEGATIVE_INFINITY);
+      return COMMITTED;
+    },
+
+    async recordReplay(replay, now) {
+      return record(replay, now);
     },
 
     async pruneReplays(now) {

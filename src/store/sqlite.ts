@@ -2,14 +2,14 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
-import { InvalidOptionsError, LeaseLostError, NotFoundError, ServiceUnavailableError } from '../errors.js';
+import { InvalidOptionsError, ServiceUnavailableError } from '../errors.js';
+import { decideClaim, decideRecord, type ClaimReads } from '../idempotency/claim-rule.js';
 import { createLogger, type Logger } from '../lib/logger.js';
 import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import { entityDeletedError, isOperationLive, ORPHAN_MESSAGE } from './common.js';
+import { COMMITTED, LEASE_LOST, newToken, ORPHAN_MESSAGE } from './common.js';
 import { storeCipher, type EncryptionKeyOption, type SecretCipher } from './crypto.js';
 import {
   byDue,
-  claimValues,
   EMPTY,
   recordMappers,
   toOutboxStats,
@@ -28,9 +28,9 @@ import { groupCommit } from './sql/group-commit.js';
 import { statements as compileStatements, type StatementName } from './sql/statements.js';
 import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
-import { operationKey, type ClaimInput, type ClaimResult, type CommitInput, type DiagnosableStore, type EntityKind, type Mutation, type PendingInput, type ReplayRecord } from './types.js';
+import type { ClaimInput, ClaimResult, CommitInput, CommitResult, DiagnosableStore, EntityKind, Mutation, PendingInput, RecordedAnswer, ReplayRecord } from './types.js';
 
-export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
+export { generateEncryptionKey, DecryptionError, MissingEncryptionKeyError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
 
 const FACTORY = 'sqliteStore';
 const OPTION_NAMES = ['path', 'encryptionKey', 'busyTimeoutMs', 'logger'] as const;
@@ -187,44 +187,66 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   const isDeleted = (entity: EntityKind, id: string): boolean => one('isDeleted', { entity, id }) !== undefined;
   const credentialRow = (id: string): CredentialRow | undefined => one<CredentialRow>('getCredential', { id });
 
-  function putReplay(replay: ReplayRecord | undefined): void {
-    if (replay === undefined) return;
-    exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, ...replayBody(cipher, replay.requestId, replay.answer.body), expiresAt: replay.expiresAt });
+  /** Writes `replay` unless its signature has a record (see decideRecord); answers the record that stands at `now`. */
+  function putReplay(replay: ReplayRecord, now: number): RecordedAnswer {
+    const row = one<ReplayRow>('findReplay', { requestId: replay.requestId, now: Number.NEGATIVE_INFINITY });
+    const { write, standing } = decideRecord(row === undefined ? undefined : { requestId: row.request_id, answer: toAnswer(row), expiresAt: Number(row.expires_at) }, replay, now);
+    if (write) exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, ...replayBody(cipher, replay.requestId, replay.answer.body), expiresAt: replay.expiresAt });
+    return standing;
   }
 
-  // The rules of ClaimResult, in the order the memory store applies them; run inside one write
-  // transaction (SQLite has a single writer, so no other claim interleaves).
-  function claim(input: ClaimInput): ClaimResult {
-    if (input.requestId !== undefined) {
-      const replay = one<ReplayRow>('findReplay', { requestId: input.requestId, now: input.now });
-      if (replay !== undefined) return { outcome: 'replayed', answer: toAnswer(replay) };
-    }
-    const existing = one<OperationRow>('getOperation', { key: input.key });
-    if (existing !== undefined) {
-      const operation = toOperation(existing);
-      if (isOperationLive(operation, input.now)) return { outcome: 'busy', operation };
-    }
-    const child = input.key.startsWith('credential:');
-    const credential = child ? credentialRow(input.targetId) : undefined;
-    const parentId = child ? (input.parentId ?? credential?.resource_id) : undefined;
-    const resourceId = child ? parentId : input.targetId;
-    const holder = child
-      ? parentId === undefined ? undefined : one<OperationRow>('deprovisionOf', { key: operationKey('resource', parentId), now: input.now })
-      : input.kind === 'deprovision' ? one<OperationRow>('runningChildOf', { resourceId: input.targetId, now: input.now }) : undefined;
-    if (holder !== undefined) return { outcome: 'blocked', operation: toOperation(holder) };
-    const row = one<OperationRow>('claim', claimValues(input, parentId))!;
-    const resource = resourceId === undefined ? undefined : one<ResourceRow>('getResource', { id: resourceId });
-    return {
-      outcome: 'claimed',
-      operation: toOperation(row),
-      snapshot: {
+  // The state the claim rule reads (src/idempotency/claim-rule.ts), inside the claim's write
+  // transaction: SQLite has a single writer, so no other claim interleaves.
+  const reads: ClaimReads = {
+    replay(requestId, now) {
+      const row = one<ReplayRow>('findReplay', { requestId, now });
+      return row === undefined ? undefined : toAnswer(row);
+    },
+    operation(key) {
+      const row = one<OperationRow>('getOperation', { key });
+      return row === undefined ? undefined : toOperation(row);
+    },
+    credentialParent: (id) => credentialRow(id)?.resource_id,
+    runningChild(resourceId, now) {
+      const row = one<OperationRow>('runningChildOf', { resourceId, now });
+      return row === undefined ? undefined : toOperation(row);
+    },
+    snapshot(scope) {
+      const { resourceId, credentialId } = scope;
+      const resource = resourceId === undefined ? undefined : one<ResourceRow>('getResource', { id: resourceId });
+      const credential = credentialId === undefined ? undefined : credentialRow(credentialId);
+      return {
         resource: resource === undefined ? undefined : toResource(resource),
         resourceDeleted: resourceId !== undefined && isDeleted('resource', resourceId),
         credential: credential === undefined ? undefined : toCredential(credential),
-        credentialDeleted: child && isDeleted('credential', input.targetId),
-        credentials: input.kind === 'deprovision' ? all<CredentialRow>('listCredentials', { resourceId: input.targetId }).map(toCredential) : [],
-      },
-    };
+        credentialDeleted: credentialId !== undefined && isDeleted('credential', credentialId),
+        credentials: scope.listCredentials && resourceId !== undefined ? all<CredentialRow>('listCredentials', { resourceId }).map(toCredential) : [],
+      };
+    },
+  };
+
+  /** The one claim rule over this file's state; its writes in the same transaction. */
+  function claim(input: ClaimInput): ClaimResult {
+    const { result, writes } = decideClaim(input, reads, newToken);
+    for (const write of writes) {
+      if (write.type === 'claim') {
+        const { operation } = write;
+        exec('putOperation', { ...operation, request: JSON.stringify(operation.request), parentId: write.parentId });
+      } else {
+        putReplay(write.replay, input.now);
+        // A recorded refusal must survive a power cut like any answer: this group is flushed.
+        committer.requireFlush();
+      }
+    }
+    return result;
+  }
+
+  /** The mutation's precondition: undefined when it holds, else the outcome that refuses the commit. */
+  function refusal(mutation: Mutation): CommitResult | undefined {
+    if (mutation.type === 'putResource') return isDeleted('resource', mutation.resource.id) ? { outcome: 'tombstoned', entity: 'resource' } : undefined;
+    if (mutation.type !== 'putCredential') return undefined;
+    if (one('resourceExists', { id: mutation.credential.resourceId }) === undefined) return { outcome: 'parent_missing' };
+    return isDeleted('credential', mutation.credential.id) ? { outcome: 'tombstoned', entity: 'credential' } : undefined;
   }
 
   function applyMutation(mutation: Mutation, orphanMessage: string | undefined): void {
@@ -233,7 +255,6 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         return;
       case 'putResource': {
         const r = mutation.resource;
-        if (isDeleted('resource', r.id)) throw entityDeletedError('resource');
         exec('putResource', { ...r, features: JSON.stringify(r.features) });
         return;
       }
@@ -250,8 +271,6 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       }
       case 'putCredential': {
         const c = mutation.credential;
-        if (one('resourceExists', { id: c.resourceId }) === undefined) throw new NotFoundError('Resource not found');
-        if (isDeleted('credential', c.id)) throw entityDeletedError('credential');
         exec('putCredential', { ...c, sealed: cipher.seal(c.values, `credential:${c.id}`) });
         return;
       }
@@ -262,12 +281,16 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     }
   }
 
-  function commit(key: string, token: string, input: CommitInput): void {
-    if (exec('release', { key, token }) === 0) throw new LeaseLostError();
+  function commit(key: string, token: string, input: CommitInput): CommitResult {
+    if (one('heldBy', { key, token }) === undefined) return LEASE_LOST;
+    const refused = refusal(input.mutation);
+    if (refused !== undefined) return refused;
+    exec('release', { key, token });
     applyMutation(input.mutation, input.orphanMessage);
     const delivery = input.delivery;
     if (delivery !== undefined) exec('putDelivery', { ...delivery, sealed: cipher.seal(delivery.payload, `delivery:${delivery.id}`) });
-    putReplay(input.replay);
+    if (input.replay !== undefined) putReplay(input.replay, Number.NEGATIVE_INFINITY);
+    return COMMITTED;
   }
 
   let closed = false;
@@ -331,12 +354,14 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     markOperationPending: (key, token, pending: PendingInput) =>
       write(() => {
         const row = one<OperationRow>('markPending', { ...pending, key, token });
-        if (row === undefined) throw new LeaseLostError();
-        putReplay(pending.replay);
+        if (row === undefined) return undefined;
+        if (pending.replay !== undefined) putReplay(pending.replay, Number.NEGATIVE_INFINITY);
         return toOperation(row);
       }),
 
     commitOperation: (key, token, input) => write(() => commit(key, token, input)),
+
+    recordReplay: (replay, now) => write(() => putReplay(replay, now)),
 
     isDeleted: (entity, id) => read(() => isDeleted(entity, id)),
 

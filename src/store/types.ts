@@ -2,7 +2,7 @@
  * The store contract. The operation table (src/idempotency) owns every decision (201/204/409/404/202);
  * a store only offers the few atomic steps those decisions need (a claim that reads what the decision
  * needs, a commit), so that an adapter is small and the rules live in one place.
- * docs/stores.md explains each method; src/testkit/store-conformance.ts (exported as `storeConformance` from
+ * docs/stores.md explains each method; src/testkit/conformance/ (exported as `storeConformance` from
  * `embedded-marketplace/testkit`) is the conformance suite every adapter
  * passes.
  *
@@ -71,6 +71,11 @@ export interface ClaimInput {
    * the claim answers `replayed` with the recorded answer and claims nothing.
    */
   requestId?: string;
+  /**
+   * With `requestId`: when an answer the claim itself records (a `conflict` or `pending` refusal,
+   * see ClaimResult) expires. Without it the claim records nothing.
+   */
+  replayExpiresAt?: number;
 }
 
 /** An answer as it was sent. Durable stores seal bodies that hold credentials. */
@@ -108,20 +113,49 @@ export interface EntitySnapshot {
 }
 
 /**
- * - `replayed`: `requestId` was already executed; nothing is claimed; answer `answer` as is.
+ * What a claim found, as the one claim rule (src/idempotency/claim-rule.ts) decides it. A store
+ * reports it; only the engine turns it into an answer, a wait or an error.
+ *
+ * - `replayed`: `requestId` was already answered; nothing is claimed; `answer` is what it got.
  * - `claimed`: the caller now holds the operation (a new record, or one whose running lease lapsed
  *   or whose pending deadline passed, replaced whole by the caller's), with the entities it decides from.
- * - `busy`: a live operation holds this key; the caller decides from its fingerprint and state
- *   whether to wait, replay 202 or answer 409.
- * - `blocked`: the key is free but its family is held (parent/child exclusion): a credential
- *   operation while `resource:<parent>` holds a live `deprovision`, or a `deprovision` while any
- *   credential operation of the resource is `running`. `operation` is the holder.
+ * - `busy`: a live `running` operation with the same fingerprint holds the key (an identical
+ *   request is running): the caller waits for it.
+ * - `blocked`: the key is free but a `running` operation of its family holds it back (parent/child
+ *   exclusion): a credential operation while `resource:<parent>` runs a `deprovision`, or a
+ *   `deprovision` while a credential operation of the resource runs. The caller waits.
+ * - `pending`: a live `pending` (202) operation with the same fingerprint holds the key: `answer`
+ *   is its 202, recorded against `requestId` (when given with `replayExpiresAt`) in the same step.
+ * - `conflict`: refused: a live operation with another fingerprint holds the key, or a `pending`
+ *   `deprovision` holds the credential operation's resource. `answer` is the 409, recorded like
+ *   `pending`'s.
+ * - `unavailable`: the key kept changing hands during the claim (PostgreSQL under a storm of
+ *   lapsing claims): nothing was written; retrying later is safe.
+ *
+ * `operation` is always the holder (for `claimed`, the caller's new record).
  */
 export type ClaimResult =
   | { outcome: 'replayed'; answer: RecordedAnswer }
   | { outcome: 'claimed'; operation: OperationRecord; snapshot: EntitySnapshot }
   | { outcome: 'busy'; operation: OperationRecord }
-  | { outcome: 'blocked'; operation: OperationRecord };
+  | { outcome: 'blocked'; operation: OperationRecord }
+  | { outcome: 'pending'; operation: OperationRecord; answer: RecordedAnswer }
+  | { outcome: 'conflict'; operation: OperationRecord; answer: RecordedAnswer }
+  | { outcome: 'unavailable' };
+
+/**
+ * What a commit did. Only `committed` wrote anything; on every other outcome nothing was written
+ * and the operation is still as it was (held by the caller, unless `lease_lost`).
+ *
+ * - `lease_lost`: the token no longer holds the key (the lease lapsed and another process took it).
+ * - `parent_missing`: a `putCredential` whose resource does not exist.
+ * - `tombstoned`: a `putResource` or `putCredential` for an id that has a tombstone.
+ */
+export type CommitResult =
+  | { outcome: 'committed' }
+  | { outcome: 'lease_lost' }
+  | { outcome: 'parent_missing' }
+  | { outcome: 'tombstoned'; entity: EntityKind };
 
 /**
  * The entity change an operation commits, applied atomically with releasing the operation.
@@ -132,7 +166,7 @@ export type ClaimResult =
  */
 export type Mutation =
   | { type: 'none' }
-  /** Fails with ConflictError (nothing written) when the resource id has a tombstone. */
+  /** Commits nothing and answers `tombstoned` when the resource id has a tombstone. */
   | { type: 'putResource'; resource: ResourceRecord }
   /**
    * Removes the resource and every credential of it, and records a tombstone for the resource and
@@ -141,8 +175,8 @@ export type Mutation =
    */
   | { type: 'deleteResource'; id: string; deletedAt: number }
   /**
-   * Fails with NotFoundError (nothing written) when the resource does not exist (checked first),
-   * and with ConflictError (nothing written) when the credential id has a tombstone.
+   * Commits nothing and answers `parent_missing` when the resource does not exist (checked first),
+   * or `tombstoned` when the credential id has a tombstone.
    */
   | { type: 'putCredential'; credential: CredentialRecord }
   /** Removes the set and records its tombstone at `deletedAt`, as `deleteResource` does. */
@@ -251,8 +285,9 @@ export interface EntityReads {
 
 /**
  * The operation lock, entity changes, tombstones and replay records. Every rule of
- * {@link ClaimResult} (replay, liveness, parent/child exclusion) is applied inside `claimOperation`,
- * atomically, in one round trip.
+ * {@link ClaimResult} (replay, liveness, refusals, parent/child exclusion) is applied inside
+ * `claimOperation`, atomically, in one round trip. Methods answer outcomes, never HTTP errors: they
+ * reject only when the database cannot be reached (ServiceUnavailableError) or on a bug.
  */
 export interface OperationStore {
   /** Take the operation for `input.key`, reading what the decision needs (see ClaimResult). One round trip. */
@@ -260,22 +295,28 @@ export interface OperationStore {
   getOperation(key: string): Promise<OperationRecord | undefined>;
   /** Extend a running claim. False when the token no longer holds the key (lease lost). */
   renewOperation(key: string, token: string, leaseExpiresAt: number): Promise<boolean>;
-  /** Drop a claim without any change (handler refused or failed). No-op when the token lost the key. */
+  /** Drop a claim without any change. No-op when the token lost the key. */
   releaseOperation(key: string, token: string): Promise<void>;
   /**
    * Turn a running claim into a pending operation (the handler answered 202), writing
-   * `pending.replay` in the same transaction. Rejects with LeaseLostError when the token lost the key.
+   * `pending.replay` in the same transaction. Answers the pending record, or `undefined` (nothing
+   * written) when the token lost the key.
    */
-  markOperationPending(key: string, token: string, pending: PendingInput): Promise<OperationRecord>;
+  markOperationPending(key: string, token: string, pending: PendingInput): Promise<OperationRecord | undefined>;
   /**
    * In one transaction and one round trip: apply the mutation (deletions with their tombstones, and
    * for `deleteResource` the orphaned pending credential operations, see CommitInput), delete the
-   * operation, enqueue the delivery and write the replay record. Rejects with LeaseLostError when
-   * the token no longer holds the key, with NotFoundError for a credential whose resource is gone,
-   * and with ConflictError for a put of a tombstoned id; nothing is written then and the operation
-   * is still held.
+   * operation, enqueue the delivery and write the replay record. Answers `committed`, or the reason
+   * nothing was written (see CommitResult).
    */
-  commitOperation(key: string, token: string, commit: CommitInput): Promise<void>;
+  commitOperation(key: string, token: string, commit: CommitInput): Promise<CommitResult>;
+  /**
+   * Record the answer to a signed request that no claim or commit recorded (a refusal before any
+   * claim, a 503 while waiting), unless a live record for `replay.requestId` exists already (the
+   * first answer stays; an expired one is replaced). Answers the record that stands: the one given,
+   * or the earlier one.
+   */
+  recordReplay(replay: ReplayRecord, now: number): Promise<RecordedAnswer>;
   /**
    * Whether a tombstone exists for this entity: it was deleted by a committed `deleteResource` or
    * `deleteCredential` (a resource's deletion tombstones its credentials too). False for an id never
@@ -286,7 +327,16 @@ export interface OperationStore {
   pruneReplays(now: number): Promise<number>;
 }
 
-/** The outbox's queue of callbacks. */
+/**
+ * The outbox's queue of callbacks: all that `createOutbox` takes.
+ *
+ * @example
+ * ```ts
+ * import { createOutbox, type DeliveryStore } from 'embedded-marketplace';
+ * const deliveries: DeliveryStore = store; // any Store fits
+ * const outbox = createOutbox({ store: deliveries, send });
+ * ```
+ */
 export interface DeliveryStore {
   /** Claim up to `limit` deliveries that are due and not held by a live claim. */
   claimDeliveries(input: DeliveryClaimInput): Promise<DeliveryRecord[]>;
@@ -298,7 +348,16 @@ export interface DeliveryStore {
   failDelivery(id: string, owner: string, reason: string): Promise<void>;
 }
 
-/** Usage for the measures route. */
+/**
+ * Usage for the measures route: entries are appended, never changed; totals are a function of the
+ * entries alone.
+ *
+ * @example
+ * ```ts
+ * await store.recordUsage([{ resourceId: 'r1', feature: 'requests', quantity: 1, at: Date.now() }]);
+ * const totals = await store.sumUsage('r1', Date.UTC(2026, 0, 1), Date.UTC(2026, 1, 1));
+ * ```
+ */
 export interface UsageStore {
   recordUsage(entries: readonly UsageEntry[]): Promise<void>;
   /** Totals by feature for `from <= at < to`. */
@@ -351,6 +410,45 @@ export interface Store extends EntityReads, OperationStore, DeliveryStore, Usage
 
 /** A store with every diagnostic method. */
 export type DiagnosableStore = Store & StoreDiagnostics;
+
+/**
+ * The narrow parts consumers take instead of the whole {@link Store}: each names the methods its
+ * consumer calls, so a store, a fake or a wrapper offering only those fits. Any `Store` fits each.
+ *
+ * What the usage ledger (`recordUsage` and its pruning) takes: {@link UsageStore}, and `pruneUsage`
+ * when the store has it (without it, nothing is pruned).
+ *
+ * @example
+ * ```ts
+ * import type { UsageLedgerStore } from 'embedded-marketplace';
+ * const ledgerOnly: UsageLedgerStore = { recordUsage, sumUsage, hasUsage };
+ * ```
+ */
+export type UsageLedgerStore = UsageStore & Partial<Pick<StoreDiagnostics, 'pruneUsage'>>;
+
+/**
+ * What the measures route reads: the resource (404 when unknown) and the usage totals.
+ *
+ * @example
+ * ```ts
+ * import type { MeasuresStore } from 'embedded-marketplace';
+ * const reads: MeasuresStore = store; // any Store fits
+ * ```
+ */
+export type MeasuresStore = Pick<EntityReads, 'getResource'> & UsageStore;
+
+/**
+ * What a health check reads: `ping()` (else a lookup of an id that cannot exist with `getResource`)
+ * and `outboxStats()` when present (else the outbox is reported as unknown, `null`).
+ *
+ * @example
+ * ```ts
+ * import { createHealthCheck, type HealthProbeStore } from 'embedded-marketplace';
+ * const probe: HealthProbeStore = { ping: () => pool.query('SELECT 1').then(() => undefined) };
+ * const health = createHealthCheck({ store: probe });
+ * ```
+ */
+export type HealthProbeStore = Partial<Pick<StoreDiagnostics, 'ping' | 'outboxStats'>> & Partial<Pick<EntityReads, 'getResource'>> & { readonly kind?: string };
 
 /** A store with the listing and pruning diagnostics the bundled adapters have always had. */
 export type ListingStore = Store & Pick<StoreDiagnostics, 'listDeliveries' | 'listPendingOperations' | 'pruneTombstones' | 'pruneUsage'>;

@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
@@ -36,6 +37,18 @@ export interface FakeResource extends ConnectorResource {
   updated_at: string;
 }
 
+/**
+ * Why a bearer token was refused: none sent, one this connector cannot have granted (another client,
+ * another tool), expired, revoked by {@link FakeConnector.revokeTokens}, or an SSO token where a
+ * client_credentials one is needed.
+ *
+ * @example
+ * ```ts
+ * const refused = fake.callbacks.filter((c) => c.authProblem === 'revoked');
+ * ```
+ */
+export type FakeTokenProblem = 'missing' | 'unknown' | 'expired' | 'revoked' | 'not-client-credentials';
+
 /** One request that reached `PUT /v1/callbacks/:id`, whatever it was answered. */
 export interface ReceivedCallback {
   id: string;
@@ -43,6 +56,8 @@ export interface ReceivedCallback {
   body: unknown;
   /** Whether it carried a valid client_credentials bearer token. */
   authOk: boolean;
+  /** Why its token was refused, when `authOk` is false. */
+  authProblem?: FakeTokenProblem;
   /** What the fake answered, or `'dropped'` when an injected failure closed the connection. */
   status: number | 'dropped';
   receivedAt: number;
@@ -54,6 +69,8 @@ export interface FakeTokenRequest {
   /** How the client authenticated: HTTP Basic, `client_id`/`client_secret` in the body, or not at all. */
   clientAuth: 'basic' | 'body' | 'none';
   status: number | 'dropped';
+  /** When it arrived, by the fake's clock (`now`). */
+  receivedAt: number;
 }
 
 /** Options of {@link createFakeConnector}. */
@@ -106,7 +123,10 @@ export interface FakeConnector {
   setUp(target: FakeConnectorTarget): void;
   /** Clears every queued and persistent failure. */
   resetFailures(): void;
-  /** Invalidates every token granted so far (the next callback then gets a 401). */
+  /**
+   * Invalidates every token granted so far, including client_credentials tokens an earlier fake
+   * with the same client granted (the next callback then gets a 401).
+   */
   revokeTokens(): void;
   /** `${url}/v1/callbacks/${encodeURIComponent(id)}`: the X-Callback-URL for an operation. */
   callbackUrl(callbackId: string): string;
@@ -138,6 +158,8 @@ interface Waiter {
 }
 
 const SAFE_ID = /^[A-Za-z0-9._~-]{1,128}$/;
+/** Prefix and version of the client_credentials tokens the fake derives (see `deriveToken`). */
+const TOKEN_PREFIX = 'fct1';
 const TARGETS: readonly FakeConnectorTarget[] = ['tokens', 'resources', 'callbacks'];
 
 /**
@@ -148,6 +170,12 @@ const TARGETS: readonly FakeConnectorTarget[] = ['tokens', 'resources', 'callbac
  * Choices where the real connector is not documented: a client_credentials token reads no resource
  * (404, like any resource the token's user cannot access); a callback id is accepted without being
  * announced first; `credentials` with `state: "error"` is a 400.
+ *
+ * client_credentials tokens are not random: each carries its expiry and an HMAC keyed by the client
+ * id and secret, so a fake connector started later with the same client accepts the tokens an
+ * earlier one granted, as the real connector accepts a token until it expires. A provider that keeps
+ * its token across two test runs then gets no 401 on the second run's callbacks.
+ * {@link FakeConnector.revokeTokens} ends them all.
  *
  * @example
  * ```ts
@@ -172,7 +200,12 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
   const now = optionalFunction<() => number>(factory, raw, 'now') ?? Date.now;
 
   const codes = new Map<string, CodeRecord>();
+  // SSO (authorization_code) tokens: bound to one code of this fake, kept in memory.
   const tokens = new Map<string, Grant>();
+  // client_credentials tokens are derived, not stored: any fake with this client recognises them.
+  const tokenKey = createHmac('sha256', 'embedded-marketplace fake connector: client_credentials tokens').update(`${clientId}\u0000${clientSecret}`).digest();
+  // Bumped by revokeTokens(): tokens of an older generation are refused.
+  let generation = 0;
   const resources = new Map<string, FakeResource>();
   const accepted = new Map<string, { payload: CallbackPayload; fingerprint: string; entry: ReceivedCallback }>();
   const callbacks: ReceivedCallback[] = [];
@@ -216,18 +249,42 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
     return true;
   }
 
-  function bearerGrant(req: Request): Grant | undefined {
+  function macOf(payload: string): string {
+    return createHmac('sha256', tokenKey).update(payload).digest('base64url');
+  }
+
+  /** A client_credentials token: `fct1.<generation>.<expiry, base 36>.<nonce>.<HMAC of the rest>`. */
+  function deriveToken(expiresAt: number): string {
+    const payload = `${TOKEN_PREFIX}.${generation}.${expiresAt.toString(36)}.${randomSecret(12)}`;
+    return `${payload}.${macOf(payload)}`;
+  }
+
+  function derivedGrant(token: string): Grant | FakeTokenProblem {
+    const parts = token.split('.');
+    if (parts.length !== 5 || parts[0] !== TOKEN_PREFIX) return 'unknown';
+    const mac = Buffer.from(parts[4] ?? '');
+    const expected = Buffer.from(macOf(parts.slice(0, 4).join('.')));
+    if (mac.length !== expected.length || !timingSafeEqual(mac, expected)) return 'unknown';
+    if (Number(parts[1]) !== generation) return 'revoked';
+    const expiresAt = parseInt(parts[2] ?? '', 36);
+    if (!Number.isFinite(expiresAt) || now() >= expiresAt) return 'expired';
+    return { kind: 'client_credentials', expiresAt };
+  }
+
+  function bearerGrant(req: Request): Grant | FakeTokenProblem {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(req.get('authorization') ?? '');
-    if (match === null) return undefined;
-    const grant = tokens.get(match[1] ?? '');
-    if (grant === undefined || now() >= grant.expiresAt) return undefined;
+    if (match === null) return 'missing';
+    const token = match[1] ?? '';
+    const grant = tokens.get(token);
+    if (grant === undefined) return derivedGrant(token);
+    if (now() >= grant.expiresAt) return 'expired';
     return grant;
   }
 
   // --- token endpoint -------------------------------------------------------------------------
   app.post('/v1/oauth/tokens', parseJson, parseForm, (req, res) => {
     const body = (typeof req.body === 'object' && req.body !== null ? req.body : {}) as Record<string, unknown>;
-    const entry: FakeTokenRequest = { grantType: stringField(body, 'grant_type'), clientAuth: 'none', status: 0 };
+    const entry: FakeTokenRequest = { grantType: stringField(body, 'grant_type'), clientAuth: 'none', status: 0, receivedAt: now() };
     tokenRequests.push(entry);
     const record = (status: number | 'dropped'): void => {
       entry.status = status;
@@ -293,8 +350,13 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
         oauthError(400, 'unsupported_grant_type', 'Supported grants: authorization_code, client_credentials');
         return;
       }
-      const accessToken = randomSecret();
-      tokens.set(accessToken, grant);
+      let accessToken: string;
+      if (grant.kind === 'client_credentials') {
+        accessToken = deriveToken(grant.expiresAt);
+      } else {
+        accessToken = randomSecret();
+        tokens.set(accessToken, grant);
+      }
       record(201);
       res.status(201).json({ access_token: accessToken, token_type: 'bearer', expires_in: tokenTtlSeconds });
     };
@@ -311,7 +373,7 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
     };
     const handle = (): void => {
       const grant = bearerGrant(req);
-      if (grant === undefined) {
+      if (typeof grant === 'string') {
         record(401);
         res.setHeader('WWW-Authenticate', 'Bearer error="invalid_token"');
         res.status(401).json({ message: 'Missing, invalid or expired access token' });
@@ -333,8 +395,11 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
   // --- callbacks --------------------------------------------------------------------------------
   app.put('/v1/callbacks/:id', parseJson, (req, res) => {
     const id = req.params.id;
-    const authOk = bearerGrant(req)?.kind === 'client_credentials';
+    const grant = bearerGrant(req);
+    const authProblem = typeof grant === 'string' ? grant : grant.kind === 'client_credentials' ? undefined : 'not-client-credentials';
+    const authOk = authProblem === undefined;
     const entry: ReceivedCallback = { id, body: req.body as unknown, authOk, status: 0, receivedAt: now() };
+    if (authProblem !== undefined) entry.authProblem = authProblem;
     callbacks.push(entry);
     const record = (status: number | 'dropped'): void => {
       entry.status = status;
@@ -474,7 +539,10 @@ export function createFakeConnector(options: FakeConnectorOptions): FakeConnecto
       for (const list of queued.values()) list.length = 0;
     },
 
-    revokeTokens: () => tokens.clear(),
+    revokeTokens() {
+      tokens.clear();
+      generation += 1;
+    },
 
     callbackUrl: (callbackId) => `${fake.url}/v1/callbacks/${encodeURIComponent(callbackId)}`,
 

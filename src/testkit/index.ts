@@ -23,6 +23,7 @@ export type {
   FakeConnectorTarget,
   FakeFailure,
   FakeResource,
+  FakeTokenProblem,
   FakeTokenRequest,
   ReceivedCallback,
 } from './fake-connector.js';
@@ -30,6 +31,7 @@ export {
   CASES,
   FEATURES,
   FEATURE_DEPENDENCIES,
+  OPTIONAL_FEATURES,
   effectiveFeatures,
   formatCase,
   formatHeader,
@@ -44,8 +46,10 @@ export type {
   AcceptanceReport,
   CaseId,
   CaseSpec,
+  CaseStatus,
   Feature,
   FormatOptions,
+  OptionalFeature,
   RecordedCallback,
   RecordedRequest,
   RecordedResponse,
@@ -62,7 +66,9 @@ export {
 export type { MasterKey, MasterKeyFile } from './masterkey.js';
 export { createSimulator } from './simulator/index.js';
 export type { Simulator, SimulatorLogEntry, SimulatorOptions, SimulatorState } from './simulator/index.js';
-export { storeConformance, storeContract, operationTableContract, heldBy } from './store-conformance.js';
-export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestFunctions } from './store-conformance.js';
+export { storeConformance, storeContract, operationTableContract, heldBy } from './conformance/index.js';
+export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestCaseContext, TestFunctions } from './conformance/index.js';
+export { storeDifferential, checkDifferential, assertDifferential } from './differential/index.js';
+export type { DifferentialOptions, DifferentialReport, DifferentialTarget, SequenceShape, StoreDifferentialOptions } from './differential/index.js';
 export { createCipher, generateEncryptionKey, DecryptionError, MissingEncryptionKeyError } from '../store/crypto.js';
 export type { SecretCipher, EncryptionKeyOption, EncryptionKeyring } from '../store/crypto.js';

@@ -13,10 +13,14 @@ import { describe, it } from 'node:test';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-function tableRows(stdout: string): string[][] {
-  return stdout
-    .split('\n')
-    .filter((line) => line.startsWith('| ') && !line.startsWith('| # '))
+/** The rows of the markdown table whose header matches `header` (up to the first line that is not a table line). */
+function tableRows(stdout: string, header = /^\| # /): string[][] {
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((line) => header.test(line));
+  if (start < 0) return [];
+  const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'));
+  return lines
+    .slice(start + 2, end < 0 ? undefined : end)
     .map((line) => line.slice(2, -2).split(' | ').map((cell) => cell.trim()));
 }
 
@@ -47,6 +51,49 @@ describe('bench --quick', () => {
     assert.match(names('4')[1]!, /^memory: [\d,]+ verifications, [\d,]+ live keys rotating/);
     assert.equal(section('5').length, 3);
     assert.ok(names('5').every((name) => /^time per request at [\d,]+ stored resources/.test(name!)));
+    // 6: three levels per SQL store, each after the first against the first; PostgreSQL measured or skipped.
+    assert.equal(section('6').length, 6);
+    for (const [offset, store] of [[0, 'sqliteStore'], [3, 'postgresStore']] as const) {
+      const level = section('6').slice(offset, offset + 3);
+      level.forEach((row, i) => {
+        assert.match(row[1]!, new RegExp(`^time per request at [\\d,]+ stored resources \\(${store}\\)$`));
+        assert.equal(row[5], i === 0 ? '' : 'flat (≤ 1.25)');
+      });
+      if (store === 'postgresStore' && level[0]![6] === 'skipped') {
+        for (const row of level) assert.match(row[2]!, /^skipped: DATABASE_URL/);
+        continue;
+      }
+      assert.equal(level[0]![3], 'reference');
+      for (const row of level) {
+        assert.match(row[2]!, /^[\d,]+ µs\/request \([\d,]+ req\/s at 32 connections\), p50 .+; server CPU [\d,]+ µs\/req/);
+        assert.match(row[4]!, /^\d+\.\d\d$/);
+      }
+      for (const row of level.slice(1)) assert.match(row[3]!, /^[\d,]+ µs at [\d,]+/);
+      if (store === 'postgresStore') for (const row of level) assert.match(row[2]!, /; PostgreSQL backends [\d,]+ µs\/req$/);
+    }
+    // 7: the replay records of each SQL store under a steady load, with the samples behind the verdict.
+    assert.deepEqual(section('7').map((row) => row[1]!.replace(/\d[\d,]*/g, 'N')), [
+      'replay records under N s of signed PATCHes offered at N req/s, TTL N s (sqliteStore)',
+      'replay records under N s of signed PATCHes offered at N req/s, TTL N s (postgresStore)',
+    ]);
+    for (const row of section('7')) {
+      if (row[6] === 'skipped') {
+        assert.match(row[2]!, /^skipped: DATABASE_URL/);
+        continue;
+      }
+      assert.match(row[2]!, /^[\d,]+ replay rows at the end, [\d,]+–[\d,]+ after warm-in \(\d+ s\), (never below|\*\*below\*\*) the floor; replay table at most .+ in the first half after warm-in, .+ in the second \([+−]\d+%\); database .+; [\d,]+ req\/s answered/);
+      assert.match(row[3]!, /^bound: requests sent in the last TTL \+ 60 s/);
+      assert.match(row[4]!, /^\d+\.\d\d$/);
+      assert.equal(row[5], '≤ 1.00, rows ≥ floor; table flat (≤ +10%)');
+      assert.match(row[6]!, /^(met|\*\*MISSED\*\* \(.+\))$/);
+      const store = /\((\w+)\)$/.exec(row[1]!)![1]!;
+      assert.match(run.stdout, new RegExp(`^Soak samples, ${store} \\(7;`, 'm'));
+    }
+    const samples = tableRows(run.stdout, /^\| t \(s\) +\| req\/s +\| replay rows +\| floor +\| bound +\| replay table +\| file \+ WAL +\|/);
+    assert.ok(samples.length >= 4, `the SQLite soak's samples: ${samples.length}`);
+    for (const sample of samples) assert.match(sample.slice(0, 5).join(' '), /^[\d.]+ [\d,]+ [\d,]+( ↓)? [\d,]+ [\d,]+$/);
+    assert.match(run.stdout, /^- Scale runs: /m);
+    assert.match(run.stdout, /^- Soak: /m);
 
     for (const row of rows) {
       assert.equal(row.length, 7, `a row with 7 cells: ${row.join(' | ')}`);

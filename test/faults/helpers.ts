@@ -254,7 +254,7 @@ export function postgresUnderTest(admin: ReturnType<typeof postgresAdmin>, conne
       return Number(row?.n);
     },
     async open() {
-      const { postgresStore } = await import('../../src/store/postgres.js');
+      const { postgresStore } = await import('../../src/store/postgres/index.js');
       const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey, logger: false, poolSize: 4 });
       await store.ready();
       return store;

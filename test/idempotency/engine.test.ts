@@ -328,3 +328,123 @@ describe('operation table', () => {
     assert.notEqual(await fp({ ...base, plan: 'large' }), await fp(base));
   });
 });
+
+describe('operation engine: every first answer is recorded (issue 19)', () => {
+  /** An engine whose `validate` hook refuses a plan the test names; `handle` runs calls as the router does. */
+  function hooked() {
+    const s = setup();
+    const hook = { refuse: undefined as string | undefined };
+    const engine = new OperationEngine({
+      store: s.store,
+      handlers: s.table,
+      env: { ...env, validate: ({ plan }) => {
+        if (plan === hook.refuse) throw new BadRequestError(`Plan ${plan} is not available`, 'ERR_PLAN_CHANGE_REFUSED');
+      } },
+      owner: 'test',
+      clock: s.clock,
+      leaseMs: LEASE_MS,
+      waitMs: WAIT_MS,
+      pendingDeadlineMs: 86_400_000,
+      replayTtlMs: 600_000,
+      callbacks: false,
+      logger: createLogger(false),
+    });
+    const answer = (c: OperationCall) => outcome(engine.handle(c));
+    return { ...s, hook, engine, answer };
+  }
+  const statusOf = (result: { value: { status: number } } | { error: unknown }) => ('value' in result ? result.value.status : (result.error as MarketplaceError).status);
+
+  it('records a refusal from validation before any claim, and answers it to the same request once the hook allows it', async () => {
+    const s = hooked();
+    s.hook.refuse = 'large';
+    const put = s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'large', region: 'all::global' }, { requestId: 'sig-put' });
+    assert.equal(statusOf(await s.answer(put)), 400);
+    assert.equal(await s.store.getOperation('resource:r1'), undefined, 'nothing was claimed');
+    s.hook.refuse = undefined;
+    const replay = await s.answer(put);
+    assert.equal(statusOf(replay), 400);
+    assert.equal(s.calls.provision, undefined);
+    assert.equal(statusOf(await s.answer({ ...put, requestId: 'sig-new' })), 201, 'a new request follows the hook of now');
+  });
+
+  it('answers a replay whose validation now refuses with the answer it got first', async () => {
+    const s = hooked();
+    const put = s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'large', region: 'all::global' }, { requestId: 'sig-put' });
+    assert.deepEqual(await s.engine.handle(put), { status: 201, body: { message: 'Your large bonnet' } });
+    s.hook.refuse = 'large';
+    assert.deepEqual(await s.engine.handle(put), { status: 201, body: { message: 'Your large bonnet' } }, 'the recorded 201, not a new 400');
+    assert.equal(s.calls.provision, 1);
+  });
+
+  it('does not consult the hook for a replay under the claim: a replayed PATCH answers its record', async () => {
+    const s = hooked();
+    await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-1' }));
+    const toLarge = s.call('changePlan', 'r1', { plan: 'large' }, { requestId: 'sig-large' });
+    assert.equal((await s.engine.handle(toLarge)).status, 200);
+    await s.engine.handle(s.call('changePlan', 'r1', { plan: 'small' }, { requestId: 'sig-small' }));
+    s.hook.refuse = 'large';
+    assert.deepEqual(await s.engine.handle(toLarge), { status: 200, body: { message: 'Now large' } });
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+  });
+
+  it('records a 409 conflict in the claim and a 500 with the release, each answered again without a handler', async () => {
+    const s = hooked();
+    await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-1' }));
+    const gate = s.gate('changePlan');
+    const running = s.engine.handle(s.call('changePlan', 'r1', { plan: 'large' }, { requestId: 'sig-large' }));
+    await gate.entered.promise;
+    const other = s.call('changePlan', 'r1', { plan: 'small' }, { requestId: 'sig-conflict' });
+    const refused = await s.answer(other);
+    assert.equal(statusOf(refused), 409);
+    gate.open.resolve();
+    await running;
+    assert.deepEqual(await s.engine.handle(other), { status: 409, body: { message: 'Another operation on this entity is in progress' } });
+
+    s.behaviour.fail = () => {
+      throw new Error('boom');
+    };
+    const failing = s.call('changePlan', 'r1', { plan: 'small' }, { requestId: 'sig-boom' });
+    assert.equal(((await s.answer(failing)) as { error: Error }).error.message, 'boom');
+    assert.equal(await s.store.getOperation('resource:r1'), undefined, 'released in the same commit');
+    assert.deepEqual(await s.engine.handle(failing), { status: 500, body: { message: 'Internal error' } });
+    assert.equal(s.calls.changePlan, 2, 'large ran, the failure ran once; neither replay ran');
+    assert.equal((await s.store.getResource('r1'))?.plan, 'large');
+  });
+
+  it('a handler past the wait limit whose claim was lost by its commit still records its answer: the replay never runs it again', async () => {
+    const s = hooked();
+    await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-r1' }));
+    const commit = s.store.commitOperation.bind(s.store);
+    let lose = false;
+    s.store.commitOperation = async (key, token, input) => (lose ? { outcome: 'lease_lost' } : commit(key, token, input));
+    const gate = s.gate('changePlan');
+    const slow = s.call('changePlan', 'r1', { plan: 'large' }, { requestId: 'sig-slow' });
+    const first = s.answer(slow);
+    await gate.entered.promise;
+    await s.clock.advance(WAIT_MS);
+    assert.equal(statusOf(await first), 503);
+    lose = true;
+    gate.open.resolve();
+    await s.clock.settle();
+    lose = false;
+    await s.store.releaseOperation('resource:r1', (await s.store.getOperation('resource:r1'))!.token);
+    // Its recorded answer: the 503 of the lost claim (LeaseLostError), given as recorded.
+    assert.deepEqual(await s.answer(slow), { value: { status: 503, body: { message: 'Operation was taken over by another worker, retry later' } } });
+    assert.equal(s.calls.changePlan, 1, 'the replay did not run the handler again');
+    assert.equal((await s.store.getResource('r1'))?.plan, 'small');
+  });
+
+  it('answers an identical request of a pending operation with its 202, recorded for its own signature', async () => {
+    const s = hooked();
+    await s.engine.handle(s.call('provision', 'r1', { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { requestId: 'sig-r1' }));
+    s.behaviour.fail = () => accepted('Issuing');
+    const first = s.call('provisionCredentials', 'c1', { id: 'c1', resource_id: 'r1' }, { requestId: 'sig-1' });
+    assert.deepEqual(await s.engine.handle(first), { status: 202, body: { message: 'Issuing' } });
+    const twin = { ...first, requestId: 'sig-2' };
+    assert.deepEqual(await s.engine.handle(twin), { status: 202, body: { message: 'Issuing' } });
+    await s.engine.complete({ entity: 'credential', id: 'c1' }, { state: 'error', message: 'No keys left' });
+    assert.deepEqual(await s.engine.handle(twin), { status: 202, body: { message: 'Issuing' } }, 'its recorded 202: the replay never runs the handler');
+    assert.equal(s.calls.provisionCredentials, 1);
+    assert.equal((await s.engine.handle({ ...first, requestId: 'sig-3' })).status, 201, 'a new request runs it afresh (the failure left nothing)');
+  });
+});

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { Registry } from 'prom-client';
 import { generateEncryptionKey } from '../../src/store/crypto.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
-import { postgresStore } from '../../src/store/postgres.js';
+import { postgresStore } from '../../src/store/postgres/index.js';
 import type { Store } from '../../src/store/types.js';
 import { main } from '../../src/testkit/cli/main.js';
 import { createHealthCheck } from '../../src/observability/health.js';

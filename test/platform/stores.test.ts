@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { MemoryOAuthStore, MemorySeenEventStore } from '../../src/platform/index.js';
-import { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore } from '../../src/store/postgres.js';
+import { migratePlatformPostgres, postgresOAuthStore, postgresSeenEventStore } from '../../src/store/postgres/index.js';
 import { migrateCommand } from '../../src/testkit/cli/migrate.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { oauthStoreContract, seenStoreContract } from './store-contract.js';

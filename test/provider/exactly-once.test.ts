@@ -13,7 +13,7 @@ import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { deferred, waitFor } from '../outbox/helpers.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
-import { postgresStore } from '../../src/store/postgres.js';
+import { postgresStore } from '../../src/store/postgres/index.js';
 
 /**
  * Exactly-once through the public API (issue #11): replayed signed requests, a resource's deletion

@@ -361,7 +361,8 @@ describe('concurrency and failures', () => {
   });
 
   it('answers a bare 500 to an unexpected throw, leaks nothing, and lets the retry succeed', async () => {
-    const h = await harness();
+    let now = Date.now();
+    const h = await harness({ now: () => now });
     try {
       h.behaviour.failProvisionOnce = true;
       const id = newId();
@@ -370,6 +371,9 @@ describe('concurrency and failures', () => {
       assert.deepEqual(failed.body, { message: 'Internal error' });
       assert.equal(await h.store.getResource(id), undefined);
       assert.equal(await h.store.getOperation(operationKey('resource', id)), undefined, 'no claim left behind');
+      // The marketplace's retry comes later, with a new Date and so a new signature (the same
+      // signed bytes would get the recorded 500 again: issue 19, docs/idempotency.md).
+      now += 1000;
       const retried = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
       assert.equal(retried.status, 201);
       assert.equal(h.calls.provision, 2);
@@ -485,13 +489,20 @@ describe('usage ledger', () => {
   it('answers measures from recorded usage over [start, end), without a measures handler', async () => {
     const { handlers } = countingHandlers();
     delete handlers.measures;
-    const h = await harness({ handlers, now: () => Date.parse('2026-11-15T00:00:00Z') });
+    // Usage is recorded as it happens (a period closes an hour after its end, docs/usage.md).
+    let clock = Date.parse('2026-11-01T00:00:00Z');
+    const h = await harness({ handlers, now: () => clock });
     try {
       const id = newId();
-      await h.router.recordUsage(id, 'requests', 5, new Date('2026-11-01T00:00:00Z'));
-      await h.router.recordUsage(id, 'requests', 7, new Date('2026-11-10T12:00:00Z'));
-      await h.router.recordUsage(id, 'requests', 100, new Date('2026-11-20T00:00:00Z'));
-      await h.router.recordUsage(id, 'storage', 2, new Date('2026-11-02T00:00:00Z'));
+      const recordAt = async (feature: string, quantity: number, at: string): Promise<void> => {
+        clock = Date.parse(at);
+        await h.router.recordUsage(id, feature, quantity, new Date(at));
+      };
+      await recordAt('requests', 5, '2026-11-01T00:00:00Z');
+      await recordAt('storage', 2, '2026-11-02T00:00:00Z');
+      await recordAt('requests', 7, '2026-11-10T12:00:00Z');
+      await recordAt('requests', 100, '2026-11-20T00:00:00Z');
+      clock = Date.parse('2026-11-20T00:30:00Z');
       const resource = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id));
       assert.equal(resource.status, 201);
       const answer = await h.client.send(h.target, 'GET', `/v1/resources/${id}/measures?period_start=2026-11-01T00:00:00Z&period_end=2026-11-20T00:00:00Z`);
@@ -664,13 +675,20 @@ describe('replays after deprovisioning (tombstones)', () => {
     assert.equal(await h.store.isDeleted('credential', id), true, 'the cascade tombstoned the credential too');
   });
 
-  it('leaves no tombstone when provisioning fails: the same signed request, retried, provisions', async () => {
+  it('leaves no tombstone when provisioning fails: the same signed request answers its 500 again, a new one provisions', async () => {
+    // Changed by issue 19: the same signed request never runs the handler twice; it answers the
+    // 500 it got. A new request provisions: no tombstone. (The marketplace's retry differs by its
+    // Date; here a tolerated extra field makes the bytes, and so the signature, new at once.)
     const id = newId();
     const put = capture('PUT', `/v1/resources/${id}`, provisionBody(id));
     h.behaviour.failProvisionOnce = true;
     assert.equal((await put()).status, 500);
     assert.equal(await h.store.isDeleted('resource', id), false);
-    const retry = await put();
+    const calls = h.calls.provision;
+    const replay = await put();
+    assert.deepEqual([replay.status, replay.body], [500, { message: 'Internal error' }]);
+    assert.equal(h.calls.provision, calls, 'the replay ran no handler');
+    const retry = await h.client.send(h.target, 'PUT', `/v1/resources/${id}`, provisionBody(id, 'small', { platform_id: 'p1' }));
     assert.equal(retry.status, 201);
     assert.deepEqual(retry.body, { message: 'Your small bonnet is ready' });
   });

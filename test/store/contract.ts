@@ -1,5 +1,5 @@
 /**
- * The store conformance suite now lives in src/testkit/store-conformance.ts (exported from
+ * The store conformance suite now lives in src/testkit/conformance/ (exported from
  * `embedded-marketplace/testkit` as `storeConformance`); this module binds it to `node:test` for the
  * repository's own adapter tests.
  */
@@ -9,9 +9,9 @@ import {
   storeContract as contractCases,
   type StoreContractOptions,
   type StoreUnderTest,
-} from '../../src/testkit/store-conformance.js';
+} from '../../src/testkit/conformance/index.js';
 
-export { heldBy, type StoreContractOptions, type StoreUnderTest } from '../../src/testkit/store-conformance.js';
+export { heldBy, type StoreContractOptions, type StoreUnderTest } from '../../src/testkit/conformance/index.js';
 
 export function storeContract(name: string, makeStore: () => Promise<StoreUnderTest>, options: StoreContractOptions = {}): void {
   contractCases(name, makeStore, { ...options, describe, it });

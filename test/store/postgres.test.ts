@@ -9,11 +9,11 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
-import { InvalidOptionsError, LeaseLostError, ServiceUnavailableError } from '../../src/errors.js';
+import { InvalidOptionsError, ServiceUnavailableError } from '../../src/errors.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { generateEncryptionKey } from '../../src/store/crypto.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/migrations/postgres.js';
-import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres.js';
+import { isTransientPostgresError, migratePostgres, postgresStore, type PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/index.js';
 import type { ClaimInput, Store } from '../../src/store/types.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { heldBy, operationTableContract, storeContract } from './contract.js';
@@ -300,7 +300,7 @@ describe('postgresStore', () => {
     replay: { requestId: `sig-${id}`, answer: { status: 201, body: { message: `Ready ${id}` } }, expiresAt: T0 + 600_000 },
   });
 
-  pgIt('commits arriving together go in one statement; a refused one fails alone', async () => {
+  pgIt('commits arriving together go in one statement; a refused one is refused alone', async () => {
     const { store, sent, cleanup } = await watchedStore();
     try {
       await provision(store, 'base');
@@ -310,7 +310,7 @@ describe('postgresStore', () => {
         await store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'base' }, parentId: 'base' })),
       );
       sent.length = 0;
-      const outcomes = await Promise.allSettled([
+      const outcomes = await Promise.all([
         ...claims.map((claim) => store.commitOperation(claim.key, claim.key === 'resource:lost' ? 'not-the-token' : claim.token, resourceCommit(claim.targetId))),
         store.commitOperation(credential.key, credential.token, {
           mutation: { type: 'putCredential', credential: { id: 'c1', resourceId: 'base', values: { URL: 'postgres://u:hunter2@db/x' }, message: 'Ready', createdAt: T0 } },
@@ -319,8 +319,8 @@ describe('postgresStore', () => {
       ]);
       assert.equal(sent.length, 1, `one statement for five commits: ${sent.join(' | ')}`);
       assert.match(sent[0]!, /commit_operations\(/);
-      assert.deepEqual(outcomes.map((outcome) => outcome.status), ['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
-      assert.ok((outcomes[3] as PromiseRejectedResult).reason instanceof LeaseLostError);
+      // Stores answer outcomes (issue 19): the stale token's commit answers lease_lost.
+      assert.deepEqual(outcomes.map((result) => result.outcome), ['committed', 'committed', 'committed', 'lease_lost', 'committed']);
       for (const id of ['r1', 'r2', 'r3']) assert.equal((await store.getResource(id))?.message, `Ready ${id}`);
       assert.equal(await store.getResource('lost'), undefined, 'the refused commit wrote nothing');
       assert.equal(await store.getOperation('resource:lost').then((operation) => operation?.state), 'running', 'and left its claim to its holder');
@@ -345,7 +345,7 @@ describe('postgresStore', () => {
         store.claimOperation(claimInput({ key: 'credential:c1', kind: 'provisionCredentials', targetId: 'c1', request: { kind: 'provisionCredentials', resourceId: 'base' }, parentId: 'base' })),
       ]);
       assert.equal(sent.length, 1, `one statement for four claims: ${sent.join(' | ')}`);
-      assert.match(sent[0]!, /claim_operations\(/);
+      assert.match(sent[0]!, /claim_operations_v2\(/);
       assert.equal(first.outcome, 'claimed');
       assert.equal(duplicate.outcome, 'busy', 'the same key twice in one batch: the second finds the first');
       assert.equal(other.outcome, 'claimed');
@@ -468,8 +468,8 @@ describe('postgresStore', () => {
       const outcomes = [x.outcome, y.outcome].sort();
       assert.deepEqual(outcomes, ['busy', 'claimed']);
       const winner = heldBy(x.outcome === 'claimed' ? x : y);
-      await assert.rejects(a.commitOperation(heldBy(stale).key, heldBy(stale).token, { mutation: { type: 'none' } }), LeaseLostError);
-      await b.commitOperation(winner.key, winner.token, { mutation: { type: 'none' } });
+      assert.deepEqual(await a.commitOperation(heldBy(stale).key, heldBy(stale).token, { mutation: { type: 'none' } }), { outcome: 'lease_lost' });
+      assert.deepEqual(await b.commitOperation(winner.key, winner.token, { mutation: { type: 'none' } }), { outcome: 'committed' });
       assert.equal(await a.getOperation(winner.key), undefined);
     } finally {
       await a.close();
@@ -678,8 +678,7 @@ describe('postgresStore', () => {
         }
       });
       // The retry of an applied commit finds the operation gone (the engine then reads the credential).
-      if (written === 0) await store.commitOperation(key, token, commit);
-      else await assert.rejects(store.commitOperation(key, token, commit), LeaseLostError);
+      assert.deepEqual(await store.commitOperation(key, token, commit), { outcome: written === 0 ? 'committed' : 'lease_lost' });
       assert.deepEqual((await store.getCredential('c1'))?.values, { A: 'b' });
     } finally {
       if (locker !== undefined) {

@@ -57,6 +57,29 @@ describe('groupCommit', () => {
     db.close();
   });
 
+  it('runs a light group again, flushed, when one of its writes asks for the flush', async () => {
+    const db = database();
+    const commits: [number, boolean][] = [];
+    const group = groupCommit(db, (error) => error, { onCommit: (writes, flushed) => commits.push([writes, flushed]) });
+    const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+    const synchronous = () => db.pragma('synchronous', { simple: true }) as number;
+    let runs = 0;
+    const results = await Promise.all([
+      group.write(() => (insert.run('a'), synchronous()), false),
+      group.write(() => {
+        runs += 1;
+        insert.run('b');
+        group.requireFlush();
+        return synchronous();
+      }, false),
+    ]);
+    assert.deepEqual(results, [2, 2], 'both writes see the flushed run');
+    assert.equal(runs, 2, 'planned light, rolled back, run again flushed');
+    assert.deepEqual(commits, [[2, true]], 'one commit, flushed');
+    assert.deepEqual(values(db), ['a', 'b'], 'each write applied once');
+    db.close();
+  });
+
   it('settles every promise only after the commit', async () => {
     const db = database();
     let committed = false;
@@ -108,7 +131,7 @@ describe('groupCommit', () => {
 });
 
 describe('sqliteStore group commit', () => {
-  it('commits arriving together: a lost lease fails alone, the others are durable', async () => {
+  it('commits arriving together: a lost lease is refused alone, the others are durable', async () => {
     const path = join(root, `store-${++counter}.db`);
     const key = generateEncryptionKey();
     const store = sqliteStore({ path, encryptionKey: key, logger: false });
@@ -125,13 +148,13 @@ describe('sqliteStore group commit', () => {
       });
     const ops = (await Promise.all(['r1', 'r2', 'r3'].map(claim))).map(heldBy);
     const put = (id: string) => ({ mutation: { type: 'putResource' as const, resource: { id, product: 'p', plan: 'small', region: 'all::global', features: {}, message: 'Ready', createdAt: 1, updatedAt: 1 } } });
-    const settled = await Promise.allSettled([
+    const settled = await Promise.all([
       store.commitOperation(ops[0]!.key, ops[0]!.token, put('r1')),
       store.commitOperation(ops[1]!.key, 'stale-token', put('r2')),
       store.commitOperation(ops[2]!.key, ops[2]!.token, put('r3')),
     ]);
-    assert.deepEqual(settled.map((s) => s.status), ['fulfilled', 'rejected', 'fulfilled']);
-    assert.ok((settled[1] as PromiseRejectedResult).reason instanceof LeaseLostError);
+    // Stores answer outcomes (issue 19): the stale token's commit answers lease_lost, writing nothing.
+    assert.deepEqual(settled.map((s) => s.outcome), ['committed', 'lease_lost', 'committed']);
     await store.close();
     const reopened = sqliteStore({ path, encryptionKey: key, logger: false });
     assert.deepEqual(

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import type { Server } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { main } from '../../src/testkit/cli/main.js';
 import pg from 'pg';
 import { listen, type Running } from '../helpers/http.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/processes.js';
 import { freePort } from './helpers/harness.js';
 import { createToyProvider } from './helpers/toy-provider.js';
 
@@ -32,6 +34,54 @@ async function cli(args: string[], cwd: string, env: Record<string, string> = {}
   const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, env, cwd };
   const code = await main(args, io);
   return { code, stdout, stderr };
+}
+
+/** A command running in this process, watched while it runs: `seen` resolves once its output matches. */
+function cliLive(args: string[], cwd: string, env: Record<string, string> = {}, signal?: AbortSignal) {
+  let stdout = '';
+  let stderr = '';
+  const watchers = new Set<{ pattern: RegExp; resolve: () => void }>();
+  const check = () => {
+    for (const w of watchers) {
+      if (w.pattern.test(stdout)) {
+        watchers.delete(w);
+        w.resolve();
+      }
+    }
+  };
+  const io = {
+    stdout: { write: (t: string) => ((stdout += t), check()) },
+    stderr: { write: (t: string) => (stderr += t) },
+    env,
+    cwd,
+  };
+  const done = main(args, io, signal).then((code): Outcome => ({ code, stdout, stderr }));
+  return {
+    done,
+    output: () => stdout,
+    /** Resolves when stdout matches; rejects if the command ends first. */
+    seen(pattern: RegExp): Promise<void> {
+      return new Promise<void>((resolve, reject) => {
+        watchers.add({ pattern, resolve });
+        check();
+        done.then((o) => reject(new Error(`the command ended (${o.code}) before printing ${pattern}:\n${o.stdout}${o.stderr}`)), reject);
+      });
+    },
+  };
+}
+
+/** An app that listens on a port chosen beforehand, once told to. */
+async function listenOn(app: Pick<ProviderApp['app'], 'listen'>, port: number): Promise<{ close(): Promise<void> }> {
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+  });
+  return {
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
 }
 
 /** Runs the real bin through tsx, asynchronously: the providers it talks to live in this process. */
@@ -182,8 +232,10 @@ describe('embedded-marketplace CLI', () => {
         const out = await spawnCli(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--json', 'report.json', target.url], dir);
         assert.equal(out.code, 0, out.stdout + out.stderr);
         assert.match(out.stdout, /^Marketplace acceptance run\n {2}Provider {4}http:\/\/127\.0\.0\.1:\d+\n/);
-        assert.equal((out.stdout.match(/^PASS {2}/gm) ?? []).length, 32);
-        assert.match(out.stdout, /32 cases: 32 passed, 0 failed, 0 skipped in [\d.]+ s\nAll green/);
+        assert.equal((out.stdout.match(/^PASS {2}/gm) ?? []).length, 31);
+        // One product in the example's catalog: the product conflict cannot be made, and says so.
+        assert.match(out.stdout, /^NOT CHECKED {2}the same id with another product conflicts \(provision\.conflict-product\)$/m);
+        assert.match(out.stdout, /32 cases: 31 passed, 0 failed, 0 skipped, 1 not checked in [\d.]+ s\nNo failure: .*\nNot checked \(see why above\): provision\.conflict-product\n$/);
         assert.equal(out.stdout.includes('\u001b['), false, 'no colors off a TTY');
         assert.equal(out.stdout.includes(CLIENT.secret), false, 'the client secret is never printed');
         const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as AcceptanceReport;
@@ -221,6 +273,12 @@ describe('embedded-marketplace CLI', () => {
         [['test', ...TEST_FLAGS, '--connector-port', 'x'], dir, /--connector-port must be a port number/],
         [['test', '--product', 'p1', '--plan', 'p2', 'http://127.0.0.1:9'], dir, /newPlan" \(--new-plan\) is required/],
         [['test', ...TEST_FLAGS, '--bogus'], dir, /Unknown option '--bogus'/],
+        [['test', ...TEST_FLAGS, '--wait', 'soon'], dir, /--wait takes a number of seconds \(more than 0, at most 86400\), got "soon"/],
+        [['test', ...TEST_FLAGS, '--wait', '0'], dir, /--wait takes a number of seconds/],
+        [['test', ...TEST_FLAGS, '--require', 'billing'], dir, /--require billing: only an optional feature can be required \(sso\)/],
+        [['test', ...TEST_FLAGS, '--require', 'sso', '--exclude', 'sso'], dir, /--require sso and --exclude sso contradict each other/],
+        [['test', '--product', 'bonnets', '--plan', 'small', '--new-plan', 'large', 'http://127.0.0.1:9'], dir, /"clientId" and "clientSecret" \(--client-id, --client-secret, or \$CONNECTOR_CLIENT_ID and \$CONNECTOR_CLIENT_SECRET for the CLI\) are required: .*single sign-on \(the sso feature: the code exchange\) and for the callbacks of long-running operations \(a 202 answer to provisioning, credentials, a plan change or deprovisioning.*--exclude sso/],
+        [['serve', '--product', 'bonnets', '--plan', 'small'], dir, /--client-id and --client-secret \(or \$CONNECTOR_CLIENT_ID and \$CONNECTOR_CLIENT_SECRET\) are required: the provider's connector client; the fake connector checks it for single sign-on .* and for the callbacks of long-running operations/],
         [['test', ...TEST_FLAGS], tmpdir(), /masterkey\.json not found/],
         [['frobnicate'], dir, /unknown command "frobnicate"/],
       ];
@@ -267,6 +325,116 @@ describe('embedded-marketplace CLI', () => {
         child.kill('SIGTERM');
       }
       assert.equal(await closed, 0);
+    });
+  });
+
+  describe('test, again and again, against one running provider', () => {
+    it('is green three runs in a row against a provider that answers 202 and keeps its connector token, and leaves its outbox empty', async () => {
+      const connectorPort = await freePort();
+      const provider = await createProviderApp({
+        STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`,
+        CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret, EXAMPLE_ASYNC: '1', EXAMPLE_ASYNC_DELAY_MS: '20', LOG_LEVEL: 'silent',
+      });
+      const target = await listen(provider.app);
+      try {
+        for (const attempt of [1, 2, 3]) {
+          const out = await cli(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--callback-timeout', '30s', '--json', `rerun-${attempt}.json`, target.url], dir);
+          assert.equal(out.code, 0, `run ${attempt}:\n${out.stdout}${out.stderr}`);
+          assert.match(out.stdout, /32 cases: 31 passed, 0 failed, 0 skipped, 1 not checked/);
+          assert.doesNotMatch(out.stdout, /callback was refused/, `run ${attempt}: no callback was refused`);
+          const report = JSON.parse(readFileSync(join(dir, `rerun-${attempt}.json`), 'utf8')) as AcceptanceReport;
+          assert.deepEqual(report.callbacks.unacknowledged, []);
+          assert.ok(report.callbacks.expected >= 8);
+          await waitFor('an empty outbox', async () => (await provider.marketplace.store.listDeliveries!()).length === 0);
+        }
+      } finally {
+        await target.close();
+        await provider.close();
+      }
+    });
+  });
+
+  describe('a provider without single sign-on', () => {
+    it('exits 0 with the SSO cases skipped, and 1 with --require sso', async () => {
+      const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, LOG_LEVEL: 'silent' });
+      const target = await listen(provider.app);
+      try {
+        const out = await cli(['test', ...TEST_FLAGS, '--connector-port', '0', target.url], dir);
+        assert.equal(out.code, 0, out.stdout + out.stderr);
+        assert.match(out.stdout, /^SKIP {2}signs in through the connector \(sso\.sign-in\)\n {6}skipped: GET \/v1\/sso answered 404 "Single sign-on is not configured on this provider/m);
+        assert.equal((out.stdout.match(/^SKIP {2}/gm) ?? []).length, 3);
+        assert.match(out.stdout, /32 cases: 28 passed, 0 failed, 3 skipped, 1 not checked in [\d.]+ s\n/);
+        assert.match(out.stdout, /\nSkipped: sso\.sign-in, sso\.tampered, sso\.reused-code\n$/);
+        const required = await cli(['test', ...TEST_FLAGS, '--connector-port', '0', '--require', 'sso', target.url], dir);
+        assert.equal(required.code, 1, required.stdout);
+        assert.match(required.stdout, /^FAIL {2}signs in through the connector \(sso\.sign-in\)$/m);
+        assert.match(required.stdout, /Failed: sso\.sign-in, sso\.tampered, sso\.reused-code/);
+      } finally {
+        await target.close();
+        await provider.close();
+      }
+    });
+  });
+
+  describe('--wait', () => {
+    it('test waits for a provider that starts listening after it started, then runs', async () => {
+      const [port, connectorPort] = [await freePort(), await freePort()];
+      const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`, CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret, LOG_LEVEL: 'silent' });
+      const url = `http://127.0.0.1:${port}`;
+      const run = cliLive(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--wait', '120', url], dir);
+      let server: { close(): Promise<void> } | undefined;
+      try {
+        // Printed after the first attempt was refused: the provider is not up yet, and nothing ran.
+        await run.seen(/Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\n/);
+        assert.doesNotMatch(run.output(), /Marketplace acceptance run/);
+        server = await listenOn(provider.app, port);
+        const out = await run.done;
+        assert.equal(out.code, 0, out.stdout + out.stderr);
+        assert.match(out.stdout, /^Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\nMarketplace acceptance run\n/);
+        assert.match(out.stdout, /32 cases: 31 passed, 0 failed/);
+      } finally {
+        await run.done.catch(() => undefined);
+        await server?.close();
+        await provider.close();
+      }
+    });
+
+    it('test gives up after the deadline with exit status 2, naming the URL and the seconds', async () => {
+      const url = `http://127.0.0.1:${await freePort()}`;
+      const out = await cli(['test', ...TEST_FLAGS, '--wait', '0.4', url], dir);
+      assert.equal(out.code, 2, out.stdout + out.stderr);
+      assert.equal(out.stderr, `embedded-marketplace test: the provider at ${url} did not answer within 0.4 s (--wait 0.4); last attempt: connection refused. Is it running, and listening on that address?\n`);
+      assert.doesNotMatch(out.stdout, /Marketplace acceptance run/, 'no case ran');
+    });
+
+    it('serve waits for the provider before it opens its page', async () => {
+      const port = await freePort();
+      const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, LOG_LEVEL: 'silent' });
+      const stop = new AbortController();
+      const url = `http://127.0.0.1:${port}`;
+      const serve = cliLive(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '120', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret }, stop.signal);
+      let server: { close(): Promise<void> } | undefined;
+      try {
+        await serve.seen(/Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\n/);
+        assert.doesNotMatch(serve.output(), /Marketplace simulator/);
+        server = await listenOn(provider.app, port);
+        await serve.seen(/Marketplace simulator: http:\/\/127\.0\.0\.1:\d+\n/);
+        const page = /Marketplace simulator: (http:\/\/127\.0\.0\.1:\d+)/.exec(serve.output())?.[1] ?? '';
+        assert.equal((await fetch(page)).status, 200);
+      } finally {
+        stop.abort();
+        assert.equal((await serve.done).code, 0);
+        await server?.close();
+        await provider.close();
+      }
+    });
+
+    it('serve gives up after the deadline with exit status 2', async () => {
+      const url = `http://127.0.0.1:${await freePort()}`;
+      const out = await cli(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '0.3', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret });
+      assert.equal(out.code, 2);
+      assert.match(out.stderr, new RegExp(`^embedded-marketplace serve: the provider at ${url.replace(/\./g, '\\.')} did not answer within 0\\.3 s`));
+      assert.doesNotMatch(out.stdout, /Marketplace simulator/);
     });
   });
 

@@ -1,15 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
-import { createProviderApp, type ProviderApp } from '../../examples/provider-app.js';
-import { generateKeyPair } from '../../src/testkit/keys.js';
-import { createSimulator, type Simulator } from '../../src/testkit/simulator/index.js';
-import { listen, type Running } from '../helpers/http.js';
-import { freePort } from './helpers/harness.js';
+import { CHROMIUM, CHROMIUM_ARGS, CHROMIUM_SKIP, startExample, type SimSetup } from './helpers/simulator.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const CLIENT = { clientId: 'sim-page-client', clientSecret: 'sim-page-secret-7c1e' };
+const WAIT = { timeout: 60_000 };
 
 /** Width and height of a PNG, from its IHDR chunk. */
 function pngSize(png: Buffer): { width: number; height: number } {
@@ -17,47 +11,35 @@ function pngSize(png: Buffer): { width: number; height: number } {
   return { width: png.readUInt32BE(16), height: png.readUInt32BE(20) };
 }
 
-describe('simulator page: 202 state, callbacks, usage, credentials, signing, curl, SSO hop', { skip: existsSync(CHROMIUM) ? false : 'chromium not installed at /usr/bin/chromium: apt-get install -y chromium' }, () => {
+describe('simulator page: 202 state, callbacks, usage, credentials, signing, curl, SSO hop', { skip: CHROMIUM_SKIP }, () => {
   let browser: Browser;
-  let provider: ProviderApp;
-  let target: Running;
-  let simulator: Simulator;
-  let url: string;
+  let s: SimSetup;
 
   before(async () => {
-    const master = generateKeyPair();
-    const connectorPort = await freePort();
-    // The example answers 202 and calls back after 2 s: long enough for the page's 0.5 s poll to
-    // show the pending state, which the test waits for (it never times anything).
-    provider = await createProviderApp({
-      STORE: 'memory', MASTER_PUBLIC_KEY: master.publicKey, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`,
-      CONNECTOR_CLIENT_ID: CLIENT.clientId, CONNECTOR_CLIENT_SECRET: CLIENT.clientSecret, LOG_LEVEL: 'silent',
-      EXAMPLE_ASYNC: '1', EXAMPLE_ASYNC_DELAY_MS: '2000', EXAMPLE_MEASURES: '{"bonnet-hours":12}',
-    });
-    target = await listen(provider.app);
-    simulator = createSimulator({ providerUrl: target.url, masterPrivateKey: master.privateKey, product: 'bonnets', plan: 'small', plans: ['large'], region: 'aws::us-east-1', ...CLIENT, connectorPort, callbackTimeoutMs: 30_000 });
-    ({ url } = await simulator.listen());
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'] });
+    s = await startExample({ async: true, env: { EXAMPLE_MEASURES: '{"bonnet-hours":12}' } });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   });
   after(async () => {
     await browser?.close();
-    await simulator?.close();
-    await target?.close();
-    await provider?.close();
+    await s?.close();
   });
 
   it('shows every step and checks its screenshots', async () => {
     const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
     const page = await context.newPage();
-    await page.goto(url);
+    await page.goto(s.url);
+    await page.locator('#live', { hasText: /^live$/ }).waitFor(WAIT);
     const empty = await page.screenshot({ fullPage: true });
 
+    // The fake connector refuses callbacks until the page has shown the pending state.
+    s.connector.setDown('callbacks', { status: 503 });
     await page.click('#provision');
-    await page.locator('#pending', { hasText: /202 accepted, waiting for callback [0-9a-z]{29} \(\d+ s left\)/ }).waitFor();
+    await page.locator('#pending', { hasText: /202 accepted, waiting for callback [0-9a-z]{29} \(\d+ s left\)/ }).waitFor(WAIT);
     const waiting = await page.screenshot({ fullPage: true });
-    await page.locator('#status', { hasText: 'provision: done' }).waitFor({ timeout: 60_000 });
+    s.connector.setUp('callbacks');
+    await page.locator('#status', { hasText: 'provision: done' }).waitFor(WAIT);
     assert.equal(await page.textContent('#pending'), '');
-    assert.match((await page.locator('.entry .callback').first().textContent()) ?? '', /^callback [0-9a-z]{29} → 204 \(1 attempt\)/);
+    assert.match((await page.locator('.entry .callback').first().textContent()) ?? '', /^callback [0-9a-z]{29}: done · accepted by the fake connector at [\d:.]+ \((\d+ ms|[\d.]+ s) after the 202\)1 attempt received: 204/);
 
     // The canonical string and the full signature of the signed request.
     const canonical = (await page.locator('.entry .canonical').first().textContent()) ?? '';
@@ -70,29 +52,29 @@ describe('simulator page: 202 state, callbacks, usage, credentials, signing, cur
     assert.equal(await page.locator('.copy-curl').count() > 0, true);
 
     await page.click('#usage');
-    await page.locator('#status', { hasText: 'usage: done' }).waitFor();
-    assert.match((await page.locator('.entry').first().textContent()) ?? '', /usage \(measures\) → 200[\s\S]*bonnet-hours[\s\S]*12/);
+    await page.locator('#status', { hasText: 'usage: done' }).waitFor(WAIT);
+    assert.match((await page.locator('.entry').first().textContent()) ?? '', /usage \(measures\) → 200 in \d+ ms[\s\S]*bonnet-hours[\s\S]*12/);
 
     // Credential-only actions.
-    await page.click('#delete-credentials');
-    await page.locator('#status', { hasText: 'delete-credentials: done' }).waitFor({ timeout: 60_000 });
+    await page.locator('#credentials .delete-set').click();
+    await page.locator('#status', { hasText: 'delete-credentials: done' }).waitFor(WAIT);
     assert.equal(await page.textContent('#credentials .muted'), 'None.');
     await page.click('#new-credentials');
-    await page.locator('#status', { hasText: 'new-credentials: done' }).waitFor({ timeout: 60_000 });
-    await page.locator('#credentials .credential').waitFor();
+    await page.locator('#status', { hasText: 'new-credentials: done' }).waitFor(WAIT);
+    await page.locator('#credentials .credential').waitFor(WAIT);
 
-    // The SSO hop is logged when the page comes back to the front.
+    // The SSO hop arrives on the page by itself once the tab is open.
     const [dashboard] = await Promise.all([context.waitForEvent('page'), page.click('#sso')]);
     await dashboard.waitForLoadState('domcontentloaded');
     await dashboard.close();
     await page.bringToFront();
-    await page.reload();
-    const hop = (await page.locator('.entry .steps').first().textContent()) ?? '';
-    assert.match(hop, /single-use code[\s\S]*redirected \(302\) to http:\/\/127\.0\.0\.1:\d+\/v1\/sso\?code=<code>&resource_id=[0-9a-z]{29}[\s\S]*303/);
+    const hop = page.locator('.entry .sso').first();
+    await hop.locator('.sso-browser').waitFor(WAIT);
+    assert.match((await hop.textContent()) ?? '', /single-use code[\s\S]*GET http:\/\/127\.0\.0\.1:\d+\/v1\/sso\?code=<redacted>&resource_id=[0-9a-z]{29} without cookies → 303[\s\S]*Dashboard http:\/\/127\.0\.0\.1:\d+\/dashboard\/[0-9a-z]{29} answered 200\./);
     const full = await page.screenshot({ fullPage: true });
 
     await page.click('#clear-log');
-    await page.locator('#log', { hasText: 'Nothing sent yet.' }).waitFor();
+    await page.locator('#log', { hasText: 'Nothing sent yet.' }).waitFor(WAIT);
     const cleared = await page.screenshot({ fullPage: true });
 
     // The screenshots: real PNGs of the page, taller as the log grows, back to short once cleared.

@@ -241,6 +241,184 @@ END
 $fn$;
 `,
   },
+  {
+    version: 5,
+    name: 'one claim rule',
+    // The claim rule of src/idempotency/claim-rule.ts (issue 19), ported: claim_decide applies it
+    // to one claim; claim_operation_v2 is one claim alone, claim_operations_v2 a batch. Beside
+    // migration 3's rule, the claim itself answers the refusals it can tell (`conflict`: another
+    // request holds the key, or a pending deprovision holds the resource; `pending`: an identical
+    // request's 202) and records them against the request's signature in the same transaction,
+    // flushed (synchronous_commit back on). The texts below are the TypeScript rule's
+    // (claim-rule.ts), written out because a migration never changes once released; a test holds
+    // them equal.
+    //
+    // Deadlock-free batches: a batch takes every advisory lock it needs (one per resource of its
+    // credential claims and deprovisions) first, in ascending order, then claims in ascending key
+    // order, so two batches never wait on each other in a circle. A lock found missing later (a
+    // credential DELETE whose credential appeared meanwhile) is only tried: if taken elsewhere, the
+    // claim answers `retry` and the store sends it again alone.
+    //
+    // Migration 3 and 4's functions stay, unchanged: an instance of the previous release keeps
+    // calling them during a rolling upgrade and keeps its own rule (refusals unrecorded, batches in
+    // arrival order). The lock keys are the same, so old and new instances still exclude each other.
+    sql: `
+CREATE FUNCTION claim_refusal(
+  p_outcome text, p_holder operations, p_answer json, p_request_id text, p_replay_expires_at bigint
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+  IF p_request_id IS NOT NULL AND p_replay_expires_at IS NOT NULL THEN
+    INSERT INTO replays (request_id, status, sealed_body, body, expires_at)
+    VALUES (p_request_id, (p_answer->>'status')::integer, NULL, p_answer->'body', p_replay_expires_at)
+    ON CONFLICT (request_id) DO NOTHING;
+    -- A recorded answer must survive a crash like any other: this transaction's commit is flushed.
+    PERFORM set_config('synchronous_commit', 'on', true);
+  END IF;
+  RETURN json_build_object('outcome', p_outcome, 'operation', row_to_json(p_holder), 'answer', p_answer);
+END
+$fn$;
+
+-- One claim under the rule. p_locks: NULL for a claim alone (it takes its resource lock itself),
+-- else the lock keys its batch already holds.
+CREATE FUNCTION claim_decide(
+  p_key text, p_kind text, p_target_id text, p_fingerprint text, p_token text, p_owner text,
+  p_lease_expires_at bigint, p_request json, p_now bigint, p_parent_id text, p_request_id text,
+  p_replay_expires_at bigint, p_locks integer[]
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_replay replays%ROWTYPE;
+  v_row operations%ROWTYPE;
+  v_child boolean := p_key LIKE 'credential:%';
+  v_parent text := p_parent_id;
+  v_resource text;
+  v_lock integer;
+BEGIN
+  IF p_request_id IS NOT NULL THEN
+    SELECT * INTO v_replay FROM replays WHERE request_id = p_request_id AND expires_at >= p_now;
+    IF FOUND THEN
+      RETURN json_build_object('outcome', 'replayed', 'replay', row_to_json(v_replay));
+    END IF;
+  END IF;
+  IF v_child AND v_parent IS NULL THEN
+    SELECT resource_id INTO v_parent FROM credentials WHERE id = p_target_id;
+  END IF;
+  v_resource := CASE WHEN v_child THEN v_parent ELSE p_target_id END;
+  -- A credential claim and its resource's deprovision claim each read what the other writes:
+  -- both take this lock on the resource id first, so one always sees the other (no write skew).
+  IF v_resource IS NOT NULL AND (v_child OR p_kind = 'deprovision') THEN
+    v_lock := hashtext(current_schema() || ':' || v_resource);
+    IF p_locks IS NULL THEN
+      PERFORM pg_advisory_xact_lock(17742, v_lock);
+    ELSIF NOT (v_lock = ANY (p_locks)) AND NOT pg_try_advisory_xact_lock(17742, v_lock) THEN
+      RETURN json_build_object('outcome', 'retry');
+    END IF;
+  END IF;
+  -- A claim that finds the key free may still lose the upsert to a concurrent one: look again.
+  FOR attempt IN 1..8 LOOP
+    SELECT * INTO v_row FROM operations o WHERE o.key = p_key
+      AND (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END);
+    IF FOUND THEN
+      IF v_row.fingerprint <> p_fingerprint THEN
+        RETURN claim_refusal('conflict', v_row, json_build_object('status', 409, 'body', json_build_object('message',
+          CASE WHEN v_row.state = 'pending' THEN 'Another operation on this entity is pending; wait for its outcome' ELSE 'Another operation on this entity is in progress' END)), p_request_id, p_replay_expires_at);
+      END IF;
+      IF v_row.state = 'pending' THEN
+        RETURN claim_refusal('pending', v_row, json_build_object('status', 202, 'body', json_build_object('message',
+          coalesce(v_row.message, 'The operation is in progress'))), p_request_id, p_replay_expires_at);
+      END IF;
+      RETURN json_build_object('outcome', 'busy', 'operation', row_to_json(v_row));
+    END IF;
+    IF v_child THEN
+      SELECT * INTO v_row FROM operations o WHERE o.key = 'resource:' || v_parent AND o.kind = 'deprovision'
+        AND (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END);
+      IF FOUND THEN
+        IF v_row.state = 'pending' THEN
+          RETURN claim_refusal('conflict', v_row, json_build_object('status', 409, 'body', json_build_object('message', 'Another operation on this entity is pending; wait for its outcome')),
+            p_request_id, p_replay_expires_at);
+        END IF;
+        RETURN json_build_object('outcome', 'blocked', 'operation', row_to_json(v_row));
+      END IF;
+    ELSIF p_kind = 'deprovision' THEN
+      SELECT * INTO v_row FROM operations WHERE parent_id = p_target_id AND state = 'running' AND lease_expires_at > p_now
+        ORDER BY created_at, key LIMIT 1;
+      IF FOUND THEN
+        RETURN json_build_object('outcome', 'blocked', 'operation', row_to_json(v_row));
+      END IF;
+    END IF;
+    INSERT INTO operations AS o (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, parent_id)
+    VALUES (p_key, p_kind, p_target_id, p_fingerprint, 'running', p_token, p_owner, p_lease_expires_at, p_request, p_now, v_parent)
+    ON CONFLICT (key) DO UPDATE SET
+      kind = excluded.kind, target_id = excluded.target_id, fingerprint = excluded.fingerprint, state = 'running',
+      token = excluded.token, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at,
+      request = excluded.request, created_at = excluded.created_at, parent_id = excluded.parent_id,
+      message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL
+    WHERE NOT (CASE WHEN o.state = 'running' THEN o.lease_expires_at > p_now ELSE o.deadline_at IS NULL OR o.deadline_at > p_now END)
+    RETURNING * INTO v_row;
+    IF FOUND THEN
+      RETURN json_build_object(
+        'outcome', 'claimed',
+        'operation', row_to_json(v_row),
+        'resource', (SELECT row_to_json(r) FROM resources r WHERE r.id = v_resource),
+        'resource_deleted', EXISTS (SELECT 1 FROM tombstones WHERE entity = 'resource' AND id = v_resource),
+        'credential', CASE WHEN v_child THEN (SELECT row_to_json(c) FROM credentials c WHERE c.id = p_target_id) END,
+        'credential_deleted', v_child AND EXISTS (SELECT 1 FROM tombstones WHERE entity = 'credential' AND id = p_target_id),
+        'credentials', CASE WHEN p_kind = 'deprovision'
+          THEN (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]'::json) FROM credentials c WHERE c.resource_id = p_target_id)
+          ELSE '[]'::json END);
+    END IF;
+  END LOOP;
+  RETURN json_build_object('outcome', 'unavailable');
+END
+$fn$;
+
+-- Answers {outcome: replayed|claimed|busy|blocked|pending|conflict|unavailable, ...}; see ClaimResult.
+CREATE FUNCTION claim_operation_v2(
+  p_key text, p_kind text, p_target_id text, p_fingerprint text, p_token text, p_owner text,
+  p_lease_expires_at bigint, p_request json, p_now bigint, p_parent_id text, p_request_id text, p_replay_expires_at bigint
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+BEGIN
+  -- A claim lost in a server crash is harmless (nothing was done under it that a retry does not
+  -- redo), so its commit does not wait for the WAL flush; a recorded refusal turns it back on.
+  PERFORM set_config('synchronous_commit', 'off', true);
+  RETURN claim_decide(p_key, p_kind, p_target_id, p_fingerprint, p_token, p_owner, p_lease_expires_at, p_request, p_now,
+    p_parent_id, p_request_id, p_replay_expires_at, NULL);
+END
+$fn$;
+
+-- The claims of one tick, in one statement and one transaction; element i answers as
+-- claim_operation_v2 would (or {outcome: retry}: send it again alone).
+CREATE FUNCTION claim_operations_v2(
+  p_keys text[], p_kinds text[], p_target_ids text[], p_fingerprints text[], p_tokens text[], p_owners text[],
+  p_lease_expires_at bigint[], p_requests json[], p_nows bigint[], p_parent_ids text[], p_request_ids text[],
+  p_replay_expires_at bigint[]
+) RETURNS json LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  v_results json[] := array_fill(NULL::json, ARRAY[cardinality(p_keys)]);
+  v_locks integer[];
+  v_lock integer;
+  i integer;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  -- Every lock the batch needs, all first, in one global order: ascending lock key.
+  SELECT coalesce(array_agg(DISTINCT hashtext(current_schema() || ':' || resource) ORDER BY hashtext(current_schema() || ':' || resource)), '{}')
+    INTO v_locks
+    FROM (SELECT CASE WHEN u.key LIKE 'credential:%' THEN coalesce(u.parent, (SELECT c.resource_id FROM credentials c WHERE c.id = u.target))
+                      WHEN u.kind = 'deprovision' THEN u.target END AS resource
+          FROM unnest(p_keys, p_kinds, p_target_ids, p_parent_ids) AS u(key, kind, target, parent)) AS needed
+    WHERE resource IS NOT NULL;
+  FOREACH v_lock IN ARRAY v_locks LOOP
+    PERFORM pg_advisory_xact_lock(17742, v_lock);
+  END LOOP;
+  -- Then the claims in ascending key order, so that row locks are taken in one order too.
+  FOR i IN SELECT n FROM generate_subscripts(p_keys, 1) AS n ORDER BY p_keys[n] COLLATE "C", n LOOP
+    v_results[i] := claim_decide(p_keys[i], p_kinds[i], p_target_ids[i], p_fingerprints[i], p_tokens[i], p_owners[i],
+      p_lease_expires_at[i], p_requests[i], p_nows[i], p_parent_ids[i], p_request_ids[i], p_replay_expires_at[i], v_locks);
+  END LOOP;
+  RETURN to_json(v_results);
+END
+$fn$;
+`,
+  },
 ];
 
 /**

@@ -21,7 +21,16 @@ export interface GroupCommitter {
   write<T>(work: () => T, durable?: boolean): Promise<T>;
   /** Runs what is queued now (before closing the database). */
   flush(): void;
+  /**
+   * Called by a write while it runs (`durable: false`) once it turns out to need the flush after
+   * all (a claim that recorded a refusal): its group is rolled back and run again, flushed, before
+   * any promise settles. So such writes must have no effect outside the database.
+   */
+  requireFlush(): void;
 }
+
+const SETTLED = Symbol('settled');
+const RERUN = Symbol('rerun');
 
 interface Queued {
   work: () => unknown;
@@ -55,16 +64,34 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
   let scheduled = false;
   let flushing: boolean | undefined;
 
+  // Set while a group planned without a flush runs: a write that turns out to need one says so
+  // (see GroupCommitter.requireFlush), and the group runs again, flushed.
+  let flushWanted = false;
+
   function runGroup(): void {
     scheduled = false;
     const group = queue;
     queue = [];
     if (group.length === 0) return;
+    let outcome = runTransaction(group, group.some((item) => item.durable));
+    if (outcome === RERUN) outcome = runTransaction(group, true);
+    if (outcome === SETTLED || outcome === RERUN) return;
+    hooks.onCommit?.(group.length, outcome.flushed);
+    settle(group, outcome.results);
+  }
+
+  /**
+   * Runs the group in one transaction and commits it. Answers SETTLED when it settled the group
+   * itself (the transaction failed as a whole, or a lone write threw), and RERUN when a group
+   * planned without a flush had a write ask for one: everything was rolled back, to be run again
+   * with the flush.
+   */
+  function runTransaction(group: Queued[], flush: boolean): { results: { ok: boolean; value: unknown }[]; flushed: boolean } | typeof SETTLED | typeof RERUN {
     const results: { ok: boolean; value: unknown }[] = [];
-    const flush = group.some((item) => item.durable);
     try {
-      // Outside the transaction: SQLite applies the setting to the next COMMIT.
-      // Not a prepared statement: SQLite applies this pragma when it compiles it, not when it runs.
+      // Outside the transaction: SQLite applies the setting to the next COMMIT (and refuses to
+      // change it inside one). Not a prepared statement: SQLite applies this pragma when it
+      // compiles it, not when it runs.
       if (flush !== flushing) {
         db.pragma(flush ? 'synchronous = FULL' : 'synchronous = NORMAL');
         flushing = flush;
@@ -72,8 +99,9 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
       control.begin.run();
     } catch (error) {
       for (const item of group) item.reject(mapError(error));
-      return;
+      return SETTLED;
     }
+    flushWanted = false;
     try {
       if (group.length === 1) {
         // Alone in its transaction, a write that throws needs no savepoint: the whole transaction
@@ -83,7 +111,7 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
         } catch (error) {
           control.rollback.run();
           settle(group, [{ ok: false, value: error }]);
-          return;
+          return SETTLED;
         }
       } else {
         for (const item of group) {
@@ -98,6 +126,12 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
           }
         }
       }
+      if (!flush && flushWanted) {
+        // Rare (a claim that recorded a refusal): the group's writes have no effect outside the
+        // database, so running them again in a flushed transaction is safe.
+        control.rollback.run();
+        return RERUN;
+      }
       control.commit.run();
     } catch (error) {
       // The transaction as a whole failed (COMMIT, or a savepoint statement): nothing of it is kept.
@@ -107,10 +141,11 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
         // The connection already dropped the transaction.
       }
       for (const item of group) item.reject(mapError(error));
-      return;
+      return SETTLED;
+    } finally {
+      flushWanted = false;
     }
-    hooks.onCommit?.(group.length, flush);
-    settle(group, results);
+    return { results, flushed: flush };
   }
 
   function settle(group: Queued[], results: { ok: boolean; value: unknown }[]): void {
@@ -134,5 +169,8 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
       });
     },
     flush: runGroup,
+    requireFlush() {
+      flushWanted = true;
+    },
   };
 }

@@ -11,12 +11,6 @@ const OPERATION_COLUMNS = 'key, kind, target_id, fingerprint, state, token, owne
 const SUMMARY_COLUMNS = 'id, callback_id, url, created_at, deadline_at, state, attempts, next_attempt_at, last_error, claimed_by, claim_expires_at';
 const DELIVERY_COLUMNS = `${SUMMARY_COLUMNS}, sealed_payload, payload`;
 
-/**
- * Whether the operation row `o` still holds its key at `@now`: common.ts isOperationLive in SQL.
- * A running claim lives until its lease lapses; a pending one until its deadline (if any) passes.
- */
-export const LIVE = "(CASE WHEN o.state = 'running' THEN o.lease_expires_at > @now ELSE o.deadline_at IS NULL OR o.deadline_at > @now END)";
-
 function sources(dialect: Dialect, schema: string | undefined) {
   const s = shim(dialect, schema);
   const t = s.table;
@@ -31,20 +25,21 @@ function sources(dialect: Dialect, schema: string | undefined) {
     getOperation: `SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE key = @key`,
     listPending: `SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} WHERE state = 'pending' ORDER BY created_at, key LIMIT @limit`,
     countPending: `SELECT count(*) AS n FROM ${t('operations')} WHERE state = 'pending'`,
-    // A claim replaces the existing row only when it no longer holds the key (LIVE is false).
-    claim: `
-      INSERT INTO ${t('operations')} AS o (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, parent_id)
-      VALUES (@key, @kind, @targetId, @fingerprint, 'running', @token, @owner, @leaseExpiresAt, @request::json, @now, @parentId)
+    // The claim rule's `claim` write (src/idempotency/claim-rule.ts): the caller's running record
+    // replaces whatever lapsed at the key (the rule checked, in the same transaction, that nothing
+    // live holds it).
+    putOperation: `
+      INSERT INTO ${t('operations')} (key, kind, target_id, fingerprint, state, token, owner, lease_expires_at, request, created_at, parent_id)
+      VALUES (@key, @kind, @targetId, @fingerprint, 'running', @token, @owner, @leaseExpiresAt, @request::json, @createdAt, @parentId)
       ON CONFLICT (key) DO UPDATE SET
         kind = excluded.kind, target_id = excluded.target_id, fingerprint = excluded.fingerprint, state = 'running',
         token = excluded.token, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at,
         request = excluded.request, created_at = excluded.created_at, parent_id = excluded.parent_id,
-        message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL
-      WHERE NOT ${LIVE}
-      RETURNING ${OPERATION_COLUMNS}`,
-    // Parent/child exclusion (ClaimResult `blocked`): a live deprovision of the parent resource…
-    deprovisionOf: `SELECT ${OPERATION_COLUMNS} FROM ${t('operations')} AS o WHERE key = @key AND kind = 'deprovision' AND ${LIVE}`,
-    // …or a running operation on one of the resource's credentials.
+        message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL`,
+    // Whether the token holds the key (a commit's fencing check, before anything is written).
+    heldBy: `SELECT 1 AS found FROM ${t('operations')} WHERE key = @key AND token = @token`,
+    // Parent/child exclusion (the claim rule's runningChild): a running operation on one of the
+    // resource's credentials.
     runningChildOf: `
       SELECT ${OPERATION_COLUMNS} FROM ${t('operations')}
       WHERE parent_id = @resourceId AND state = 'running' AND lease_expires_at > @now ORDER BY created_at, key LIMIT 1`,
@@ -93,6 +88,10 @@ function sources(dialect: Dialect, schema: string | undefined) {
       INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at) VALUES (@requestId, @status, @sealed, @body, @expiresAt)
       ON CONFLICT (request_id) DO NOTHING`,
     pruneReplays: `DELETE FROM ${t('replays')} WHERE expires_at < @now`,
+    // recordReplay on PostgreSQL: a row back when this answer was the first one recorded.
+    recordReplay: `
+      INSERT INTO ${t('replays')} (request_id, status, sealed_body, body, expires_at) VALUES (@requestId, @status, @sealed, @body, @expiresAt)
+      ON CONFLICT (request_id) DO NOTHING RETURNING request_id`,
 
     putDelivery: `
       INSERT INTO ${t('deliveries')} (id, callback_id, url, sealed_payload, created_at, deadline_at, state, attempts, next_attempt_at)

@@ -20,7 +20,7 @@ export function shouldColor(stream: { isTTY?: boolean }, env: Record<string, str
   return stream.isTTY === true;
 }
 
-const CODES = { red: 31, green: 32, yellow: 33, dim: 2, bold: 1 } as const;
+const CODES = { red: 31, green: 32, yellow: 33, cyan: 36, dim: 2, bold: 1 } as const;
 
 function paint(options: FormatOptions, style: keyof typeof CODES, text: string): string {
   return options.color ? `\u001b[${CODES[style]}m${text}\u001b[0m` : text;
@@ -44,13 +44,26 @@ function responseLine(response: RecordedResponse): string {
   return `${response.status}${extras.length > 0 ? ` [${extras.join('; ')}]` : ''}${body}`;
 }
 
+const LABELS = {
+  passed: ['green', 'PASS'],
+  failed: ['red', 'FAIL'],
+  skipped: ['yellow', 'SKIP'],
+  'not-checked': ['cyan', 'NOT CHECKED'],
+} as const satisfies Record<AcceptanceCase['status'], readonly [keyof typeof CODES, string]>;
+
 /**
- * One case as a few terminal lines: a PASS/FAIL/SKIP line with the case name, then the request,
- * the answer, any callback, what was expected and, for a failure, why.
+ * One case as a few terminal lines: a PASS/FAIL/SKIP/NOT CHECKED line with the case name, then the
+ * request, the answer, any callback, what was expected and, for a failure, why (for a case not
+ * checked, the reason).
+ *
+ * @example
+ * ```ts
+ * const report = await runAcceptance({ ...options, onCase: (c) => console.log(formatCase(c, { color: false })) });
+ * ```
  */
 export function formatCase(result: AcceptanceCase, options: FormatOptions): string {
-  const label = result.status === 'passed' ? paint(options, 'green', 'PASS') : result.status === 'failed' ? paint(options, 'red', 'FAIL') : paint(options, 'yellow', 'SKIP');
-  const head = `${label}  ${result.name} ${paint(options, 'dim', `(${result.id})`)}`;
+  const [style, text] = LABELS[result.status];
+  const head = `${paint(options, style, text)}  ${result.name} ${paint(options, 'dim', `(${result.id})`)}`;
   if (result.status === 'skipped') return `${head}\n      ${paint(options, 'dim', `skipped: ${result.detail ?? ''}`)}`;
   const lines = [head];
   const row = (name: string, text: string) => lines.push(`      ${paint(options, 'dim', name.padEnd(9))} ${text}`);
@@ -65,6 +78,7 @@ export function formatCase(result: AcceptanceCase, options: FormatOptions): stri
   }
   row('expected', result.expected);
   if (result.status === 'failed') row('why', paint(options, 'red', result.detail ?? 'failed'));
+  else if (result.status === 'not-checked') row('why not', result.detail ?? 'the check could not be made');
   else if (result.detail !== undefined) row('note', result.detail);
   return lines.join('\n');
 }
@@ -83,21 +97,44 @@ export function formatHeader(input: { url: string; connectorUrl: string; product
   return [paint(options, 'bold', 'Marketplace acceptance run'), ...rows.map(([k, v]) => `  ${paint(options, 'dim', k.padEnd(12))}${v}`)].join('\n');
 }
 
-/** The closing summary: counts, duration, and the failed cases by id. */
+/**
+ * The closing summary: counts (`32 cases: 28 passed, 0 failed, 3 skipped, 1 not checked in 3.2 s`),
+ * then the failed cases by id, or the cases skipped and not checked when nothing failed, and any
+ * 202 whose callback never came.
+ *
+ * @example
+ * ```ts
+ * console.log(formatSummary(await runAcceptance(options), { color: false }));
+ * ```
+ */
 export function formatSummary(report: AcceptanceReport, options: FormatOptions): string {
   const { summary } = report;
   const seconds = (report.durationMs / 1000).toFixed(1);
+  // Reports written before "not checked" existed have no such count.
+  const notChecked = summary.notChecked ?? 0;
   const counts = [
     paint(options, summary.passed > 0 ? 'green' : 'dim', `${summary.passed} passed`),
     paint(options, summary.failed > 0 ? 'red' : 'dim', `${summary.failed} failed`),
     paint(options, summary.skipped > 0 ? 'yellow' : 'dim', `${summary.skipped} skipped`),
+    paint(options, notChecked > 0 ? 'cyan' : 'dim', `${notChecked} not checked`),
   ].join(', ');
   const lines = [`${summary.total} cases: ${counts} in ${seconds} s`];
-  if (report.passed) {
-    lines.push(paint(options, 'green', summary.total > 0 ? 'All green: the provider answers like the marketplace expects.' : 'No case ran (every feature excluded).'));
-  } else {
-    const failed = report.cases.filter((c) => c.status === 'failed').map((c) => c.id);
-    lines.push(paint(options, 'red', `Failed: ${failed.join(', ')}`));
+  const ids = (status: AcceptanceCase['status']) => report.cases.filter((c) => c.status === status).map((c) => c.id);
+  const unacknowledged = report.callbacks?.unacknowledged ?? [];
+  if (unacknowledged.length > 0) {
+    lines.push(paint(options, 'red', `No callback came for ${unacknowledged.length} of ${report.callbacks.expected} 202 answer(s) (${unacknowledged.map((u) => u.caseId).join(', ')}): the provider may still be retrying them against a fake connector that is gone.`));
   }
+  if (summary.failed > 0) {
+    lines.push(paint(options, 'red', `Failed: ${ids('failed').join(', ')}`));
+  } else if (summary.total === 0) {
+    lines.push('No case ran (every feature excluded).');
+  } else if (summary.passed === summary.total && report.passed) {
+    lines.push(paint(options, 'green', 'All green: the provider answers like the marketplace expects.'));
+  } else if (report.passed) {
+    lines.push(paint(options, 'green', 'No failure: the provider answers like the marketplace expects in every case checked.'));
+  }
+  if (notChecked > 0) lines.push(paint(options, 'cyan', `Not checked (see why above): ${ids('not-checked').join(', ')}`));
+  // After a failure, skips mostly follow from it; on their own they are worth naming.
+  if (summary.skipped > 0 && summary.failed === 0) lines.push(paint(options, 'yellow', `Skipped: ${ids('skipped').join(', ')}`));
   return lines.join('\n');
 }

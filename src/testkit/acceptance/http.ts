@@ -101,6 +101,8 @@ export interface SendOptions {
 /** Sends signed requests to a provider like the marketplace does, and records them for the report. */
 export class ProviderClient {
   readonly base: URL;
+  /** Called with the callback id of every request answered 202 (its callback is then owed). */
+  onAccepted: ((callbackId: string) => void) | undefined;
 
   constructor(baseUrl: string, private readonly signer: RequestSigner, private readonly timeoutMs: number) {
     const url = new URL(baseUrl);
@@ -152,6 +154,7 @@ export class ProviderClient {
       redirect: 'manual',
       signal: AbortSignal.timeout(this.timeoutMs),
     });
+    if (response.status === 202 && options.callback !== undefined) this.onAccepted?.(options.callback.id);
     const text = await response.text();
     const json = parseJson(text);
     return { status: response.status, headers: response.headers, json, text, request, response: recordResponse(response.status, response.headers, json, text) };

@@ -5,12 +5,14 @@ export type { CaseId, CaseSpec } from './cases.js';
 export { formatCase, formatHeader, formatSummary, shouldColor } from './format.js';
 export type { FormatOptions } from './format.js';
 export { newMarketplaceId } from './http.js';
-export { FEATURES, FEATURE_DEPENDENCIES } from './types.js';
+export { FEATURES, FEATURE_DEPENDENCIES, OPTIONAL_FEATURES } from './types.js';
 export type {
   AcceptanceCase,
   AcceptanceOptions,
   AcceptanceReport,
+  CaseStatus,
   Feature,
+  OptionalFeature,
   RecordedCallback,
   RecordedRequest,
   RecordedResponse,

@@ -7,15 +7,23 @@ import { createSigner } from '../signer.js';
 import { RunContext, type Settings } from './context.js';
 import { cleanupFeature, credentialsFeature, DATE_SKEW_MS, measuresFeature, planChangeFeature, provisionFeature, rotationFeature, ssoFeature } from './features.js';
 import { ProviderClient } from './http.js';
-import { FEATURE_DEPENDENCIES, FEATURES, type AcceptanceOptions, type AcceptanceReport, type Feature } from './types.js';
+import { FEATURE_DEPENDENCIES, FEATURES, OPTIONAL_FEATURES, type AcceptanceOptions, type AcceptanceReport, type Feature, type OptionalFeature } from './types.js';
 
 const FACTORY = 'runAcceptance';
 const KNOWN = [
   'url', 'masterPrivateKey', 'product', 'plan', 'newPlan', 'region', 'conflictProduct', 'conflictRegion', 'credential', 'clientId',
-  'clientSecret', 'connectorPort', 'connector', 'exclude', 'callbackTimeoutMs', 'requestTimeoutMs', 'onStart', 'onCase', 'onProgress',
+  'clientSecret', 'connectorPort', 'connector', 'exclude', 'require', 'callbackTimeoutMs', 'requestTimeoutMs', 'onStart', 'onCase', 'onProgress',
 ] as const;
 const LABEL = /^[a-z0-9][a-z0-9\-_]{1,128}$/;
 const REGION = /^([a-z0-9][a-z0-9\-_]{1,63})::([a-z0-9][a-z0-9\-_]{1,63})$/;
+
+/**
+ * What the provider's connector client (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET) is needed for:
+ * the fake connector checks it in both. Named in every error about missing client credentials.
+ */
+export const CONNECTOR_CLIENT_NEEDED_FOR = 'the fake connector checks it for single sign-on (the sso feature: the code exchange) '
+  + 'and for the callbacks of long-running operations (a 202 answer to provisioning, credentials, a plan change or deprovisioning: '
+  + 'the client_credentials token that authenticates the callback)';
 
 /** The features that run: not excluded, and none of their dependencies excluded. */
 export function effectiveFeatures(exclude: readonly Feature[]): Feature[] {
@@ -40,6 +48,11 @@ function optionalLabel(raw: Record<string, unknown>, key: string, pattern: RegEx
  * sign-on through a fake connector, and cleanup. Long-running answers (202) are followed by waiting
  * for the provider's callback on the fake connector. Never throws for a failing provider: every
  * outcome is in the report.
+ *
+ * Each case is `passed`, `failed`, `skipped` (not run: single sign-on not configured at the
+ * provider, or a prerequisite case failed) or `not-checked` (run, but its check could not be made,
+ * e.g. a conflict with a made-up product the provider refused as unknown); only failures (and a
+ * 202 whose callback never came) make `report.passed` false.
  *
  * The provider under test must trust the master key (`MASTER_PUBLIC_KEY`) and, for callbacks and
  * single sign-on, use the fake connector (`CONNECTOR_URL=http://127.0.0.1:<connectorPort>`, same
@@ -86,7 +99,15 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
   const clientId = raw.clientId === undefined ? undefined : requireNonEmptyString(FACTORY, raw, 'clientId');
   const clientSecret = raw.clientSecret === undefined ? undefined : requireNonEmptyString(FACTORY, raw, 'clientSecret');
   if (features.includes('sso') && raw.connector === undefined && (clientId === undefined || clientSecret === undefined)) {
-    throw new InvalidOptionsError(`${FACTORY}: options "clientId" and "clientSecret" (--client-id, --client-secret) are required for the sso feature: the provider's CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET; or exclude sso`);
+    throw new InvalidOptionsError(`${FACTORY}: options "clientId" and "clientSecret" (--client-id, --client-secret, or $CONNECTOR_CLIENT_ID and $CONNECTOR_CLIENT_SECRET for the CLI) are required: the provider's CONNECTOR_CLIENT_ID and CONNECTOR_CLIENT_SECRET; ${CONNECTOR_CLIENT_NEEDED_FOR}. Pass them, or exclude sso (--exclude sso) if the provider has no single sign-on and answers every operation at once`);
+  }
+  const requireRaw = raw.require ?? [];
+  if (!Array.isArray(requireRaw) || requireRaw.some((f) => !(OPTIONAL_FEATURES as readonly unknown[]).includes(f))) {
+    throw new InvalidOptionsError(`${FACTORY}: option "require" lists optional features among ${OPTIONAL_FEATURES.join(', ')} (the others are always required)`);
+  }
+  const required = [...new Set(requireRaw as OptionalFeature[])];
+  for (const feature of required) {
+    if (!features.includes(feature)) throw new InvalidOptionsError(`${FACTORY}: option "require" names ${feature}, which is excluded`);
   }
   const connectorPort = optionalPositiveNumber(FACTORY, raw, 'connectorPort', { allowZero: true }) ?? 0;
   if (!Number.isInteger(connectorPort) || connectorPort > 65535) throw new InvalidOptionsError(`${FACTORY}: option "connectorPort" must be a port number`);
@@ -119,10 +140,14 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
   }
 
   const connectorUrl = connector.url;
-  const settings: Settings = { product, plan, newPlan, region, conflictProduct, conflictRegion, credential, callbackTimeoutMs };
+  const settings: Settings = {
+    product, plan, newPlan, region, conflictProduct, conflictRegion, credential, callbackTimeoutMs,
+    clientGiven: given !== undefined || (clientId !== undefined && clientSecret !== undefined), required,
+  };
   const client = new ProviderClient(url, signer, requestTimeoutMs);
   const ctx = new RunContext(client, connector, settings, signers, onCase, onProgress);
   const startedAt = new Date();
+  let callbacks: AcceptanceReport['callbacks'];
   try {
     onStart?.({ url: client.base.href.replace(/\/$/, ''), connectorUrl });
     if (features.includes('provision')) await provisionFeature(ctx);
@@ -132,6 +157,7 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
     if (features.includes('resource-measures')) await measuresFeature(ctx);
     if (features.includes('sso')) await ssoFeature(ctx);
     if (features.includes('cleanup')) await cleanupFeature(ctx, features.includes('credentials'));
+    callbacks = await ctx.settleCallbacks();
   } finally {
     if (given === undefined) await connector.close();
   }
@@ -142,15 +168,17 @@ export async function runAcceptance(options: AcceptanceOptions): Promise<Accepta
     passed: cases.filter((c) => c.status === 'passed').length,
     failed: cases.filter((c) => c.status === 'failed').length,
     skipped: cases.filter((c) => c.status === 'skipped').length,
+    notChecked: cases.filter((c) => c.status === 'not-checked').length,
   };
   return {
     url: client.base.href.replace(/\/$/, ''),
     connectorUrl,
     startedAt: startedAt.toISOString(),
     durationMs: Date.now() - startedAt.getTime(),
-    passed: summary.failed === 0,
-    settings: { product, plan, newPlan, region, credential, excluded: FEATURES.filter((f) => !features.includes(f)) },
+    passed: summary.failed === 0 && callbacks.unacknowledged.length === 0,
+    settings: { product, plan, newPlan, region, credential, excluded: FEATURES.filter((f) => !features.includes(f)), required },
     summary,
+    callbacks,
     cases,
   };
 }

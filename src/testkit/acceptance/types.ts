@@ -17,6 +17,40 @@ export const FEATURE_DEPENDENCIES: Readonly<Record<Feature, readonly Feature[]>>
   cleanup: ['provision'],
 };
 
+/**
+ * Features a provider may leave out: when it answers that one is not configured, its cases are
+ * SKIP with that reason, unless the feature is in `require` (`--require`), where they FAIL.
+ *
+ * @example
+ * ```ts
+ * const report = await runAcceptance({ ...options, require: [...OPTIONAL_FEATURES] });
+ * ```
+ */
+export const OPTIONAL_FEATURES = ['sso'] as const;
+
+/**
+ * A feature a provider may leave out (`--require <feature>` makes it mandatory).
+ *
+ * @example
+ * ```ts
+ * const required: OptionalFeature[] = ['sso'];
+ * ```
+ */
+export type OptionalFeature = (typeof OPTIONAL_FEATURES)[number];
+
+/**
+ * The outcome of a case: `passed` (the check was made and held), `failed`, `skipped` (not run: a
+ * feature the provider does not have, or a case whose prerequisite failed) or `not-checked` (run,
+ * but the suite could not make its check, e.g. a conflict with a made-up product that the
+ * provider refused as unknown; never counted as passed).
+ *
+ * @example
+ * ```ts
+ * const unchecked = report.cases.filter((c) => c.status === ('not-checked' satisfies CaseStatus));
+ * ```
+ */
+export type CaseStatus = 'passed' | 'failed' | 'skipped' | 'not-checked';
+
 /** Options of {@link runAcceptance}. */
 export interface AcceptanceOptions {
   /** The provider's base URL, e.g. `http://127.0.0.1:4567` (a trailing `/v1` is ignored). */
@@ -37,7 +71,12 @@ export interface AcceptanceOptions {
   conflictRegion?: string;
   /** Credential rotation strategy: `multiple` (swap: new set first) or `single` (replace: old set deleted first). Default `multiple`. */
   credential?: 'single' | 'multiple';
-  /** The OAuth client the provider uses at the connector (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET). Required for `sso`; used for callbacks. */
+  /**
+   * The OAuth client the provider uses at the connector (CONNECTOR_CLIENT_ID/CONNECTOR_CLIENT_SECRET).
+   * Required for `sso` (the code exchange) and for callbacks of long-running operations (the
+   * provider's client_credentials token); may be left out only when `sso` is excluded and the
+   * provider answers every operation at once.
+   */
   clientId?: string;
   clientSecret?: string;
   /** Port of the fake connector on 127.0.0.1 (the provider's CONNECTOR_URL). Default 0: any free port. */
@@ -46,6 +85,11 @@ export interface AcceptanceOptions {
   connector?: FakeConnector;
   /** Features to leave out (and those that depend on them). */
   exclude?: readonly Feature[];
+  /**
+   * Optional features the provider must have: when it answers that one is not configured, its
+   * cases FAIL instead of SKIP. Today only `sso`.
+   */
+  require?: readonly OptionalFeature[];
   /** How long to wait for a callback after a 202. Default 60 000 ms. */
   callbackTimeoutMs?: number;
   /** Timeout of each request to the provider. Default 60 000 ms (the marketplace's own limit). */
@@ -88,7 +132,8 @@ export interface AcceptanceCase {
   feature: Feature;
   /** Human-readable name. */
   name: string;
-  status: 'passed' | 'failed' | 'skipped';
+  status: CaseStatus;
+  /** `status === 'passed'`: false for a failed, skipped or not-checked case. */
   passed: boolean;
   /** What a correct provider answers. */
   expected: string;
@@ -96,7 +141,7 @@ export interface AcceptanceCase {
   request?: RecordedRequest;
   response?: RecordedResponse;
   callback?: RecordedCallback;
-  /** Why it failed or was skipped, or a note on a pass. */
+  /** Why it failed, was skipped or could not be checked, or a note on a pass. */
   detail?: string;
   durationMs: number;
 }
@@ -107,7 +152,10 @@ export interface AcceptanceReport {
   connectorUrl: string;
   startedAt: string;
   durationMs: number;
-  /** True when no case failed. */
+  /**
+   * True when no case failed and every 202 got its callback acknowledged (nothing is left
+   * retrying in the provider's outbox). Skipped and not-checked cases do not fail a run.
+   */
   passed: boolean;
   settings: {
     product: string;
@@ -116,7 +164,15 @@ export interface AcceptanceReport {
     region: string;
     credential: 'single' | 'multiple';
     excluded: Feature[];
+    /** The optional features the run required (`require`). */
+    required: OptionalFeature[];
   };
-  summary: { total: number; passed: number; failed: number; skipped: number };
+  summary: { total: number; passed: number; failed: number; skipped: number; notChecked: number };
+  /**
+   * The callbacks of every 202 the provider answered during the run: `expected` 202 answers,
+   * `acknowledged` of them with a callback the fake connector accepted (204) before it closed, and
+   * the others by case, which the provider's outbox may still be retrying.
+   */
+  callbacks: { expected: number; acknowledged: number; unacknowledged: { caseId: string; callbackId: string }[] };
   cases: AcceptanceCase[];
 }

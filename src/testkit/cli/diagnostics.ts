@@ -68,7 +68,7 @@ export const openStore: StoreOpener = async (spec, io) => {
     const { sqliteStore } = await import('../../store/sqlite.js');
     return sqliteStore({ path: spec.path, encryptionKey: noKey, logger: false });
   }
-  const { postgresStore } = await import('../../store/postgres.js');
+  const { postgresStore } = await import('../../store/postgres/index.js');
   const store = postgresStore({ connectionString: spec.connectionString, encryptionKey: noKey, migrate: false, poolSize: 2, logger: false, ...(spec.schema === undefined ? {} : { schema: spec.schema }) });
   try {
     await store.ready();

@@ -26,7 +26,7 @@ export async function migrateCommand(args: string[], io: CliIo): Promise<number>
   const connectionString = values['database-url'] ?? io.env.DATABASE_URL;
   if (connectionString === undefined || connectionString === '') throw new UsageError('give --database-url or set DATABASE_URL');
   // Loaded here so the other commands never need the pg driver.
-  const { migratePlatformPostgres, migratePostgres } = await import('../../store/postgres.js');
+  const { migratePlatformPostgres, migratePostgres } = await import('../../store/postgres/index.js');
   try {
     const report = await migratePostgres({ connectionString, ...(values.schema === undefined ? {} : { schema: values.schema }) });
     const applied = report.applied.length === 0 ? 'already up to date' : `applied ${report.applied.join(', ')}`;

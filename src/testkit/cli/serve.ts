@@ -1,7 +1,9 @@
 import { InvalidOptionsError } from '../../errors.js';
 import { createSimulator } from '../simulator/server.js';
+import { CONNECTOR_CLIENT_NEEDED_FOR } from '../acceptance/run.js';
 import { DEFAULT_CONNECTOR_PORT, DEFAULT_PROVIDER_URL } from './test.js';
 import { durationOption, EXIT, loadMasterKey, parse, portOption, UsageError, type CliIo } from './io.js';
+import { waitForProviderFlag, waitOption } from './wait.js';
 
 /** Where the simulator page listens unless --port says otherwise. */
 export const DEFAULT_SERVE_PORT = 4570;
@@ -23,6 +25,7 @@ runs the fake connector (the provider's CONNECTOR_URL) on 127.0.0.1:<connector p
   --client-secret SECRET  the provider's connector client secret (default $CONNECTOR_CLIENT_SECRET)
   --connector-port PORT   port of the fake connector (default ${DEFAULT_CONNECTOR_PORT})
   --callback-timeout DUR  how long an action waits for a callback after a 202 (default 60s)
+  --wait SECONDS          first wait up to SECONDS for the provider to answer at all (while it starts)
   --master-key FILE       the master key file (default ./masterkey.json)
 `;
 
@@ -39,6 +42,7 @@ export async function serveCommand(args: string[], io: CliIo, signal?: AbortSign
     'client-secret': { type: 'string' },
     'connector-port': { type: 'string' },
     'callback-timeout': { type: 'string' },
+    wait: { type: 'string' },
     'master-key': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -53,10 +57,11 @@ export async function serveCommand(args: string[], io: CliIo, signal?: AbortSign
   if (credential !== 'single' && credential !== 'multiple') throw new UsageError('--credential must be single or multiple');
   const clientId = values['client-id'] ?? io.env.CONNECTOR_CLIENT_ID;
   const clientSecret = values['client-secret'] ?? io.env.CONNECTOR_CLIENT_SECRET;
-  if (clientId === undefined || clientSecret === undefined) throw new UsageError('--client-id and --client-secret (or $CONNECTOR_CLIENT_ID and $CONNECTOR_CLIENT_SECRET) are required: the provider\'s connector client');
+  if (clientId === undefined || clientSecret === undefined) throw new UsageError(`--client-id and --client-secret (or $CONNECTOR_CLIENT_ID and $CONNECTOR_CLIENT_SECRET) are required: the provider's connector client; ${CONNECTOR_CLIENT_NEEDED_FOR}`);
   const port = portOption(values.port, '--port', DEFAULT_SERVE_PORT);
   const connectorPort = portOption(values['connector-port'], '--connector-port', DEFAULT_CONNECTOR_PORT);
   const callbackTimeoutMs = durationOption(values['callback-timeout'], '--callback-timeout', 60_000);
+  const waitMs = waitOption(values.wait);
   const key = loadMasterKey(io, values['master-key']);
 
   let simulator;
@@ -77,6 +82,13 @@ export async function serveCommand(args: string[], io: CliIo, signal?: AbortSign
   } catch (err) {
     if (err instanceof InvalidOptionsError) throw new UsageError(err.message.replace(/^createSimulator: /, ''));
     throw err;
+  }
+  const notAnswering = await waitForProviderFlag(providerUrl, waitMs, (line) => io.stdout.write(line), signal);
+  if (notAnswering !== undefined || signal?.aborted === true) {
+    await simulator.close();
+    if (notAnswering === undefined) return EXIT.ok;
+    io.stderr.write(`embedded-marketplace serve: ${notAnswering}\n`);
+    return EXIT.usage;
   }
   let url: string;
   try {

@@ -4,7 +4,7 @@ import { generateKeyPair } from '../../../src/testkit/keys.js';
 import { runAcceptance } from '../../../src/testkit/acceptance/index.js';
 import type { AcceptanceOptions, AcceptanceReport } from '../../../src/testkit/acceptance/index.js';
 import { listen } from '../../helpers/http.js';
-import { createToyProvider, type ToyBugs } from './toy-provider.js';
+import { createToyProvider, type ToyBugs, type ToyOptions } from './toy-provider.js';
 
 export const CLIENT = { clientId: 'toy-client', clientSecret: 'toy-client-secret-value' };
 
@@ -20,16 +20,19 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Runs the whole suite against a toy provider with the given bugs; returns the report. */
+/**
+ * Runs the whole suite against a toy provider with the given bugs; returns the report. `toy`
+ * overrides the toy's own options (its client, token keeping).
+ */
 export async function runAgainstToy(
   bugs: Partial<ToyBugs>,
-  extra: { async?: boolean } & Partial<AcceptanceOptions> = {},
+  extra: { async?: boolean; toy?: Partial<ToyOptions> } & Partial<AcceptanceOptions> = {},
 ): Promise<AcceptanceReport> {
-  const { async: asyncMode, ...overrides } = extra;
+  const { async: asyncMode, toy, ...overrides } = extra;
   const master = generateKeyPair();
   const connector = createFakeConnector(CLIENT);
   const { url: connectorUrl } = await connector.listen();
-  const app = createToyProvider({ masterKey: master.publicKey, connectorUrl, ...CLIENT, async: asyncMode === true, bugs });
+  const app = createToyProvider({ masterKey: master.publicKey, connectorUrl, ...CLIENT, async: asyncMode === true, bugs, ...toy });
   const target = await listen(app);
   try {
     return await runAcceptance({
@@ -53,7 +56,11 @@ export async function runAgainstToy(
   }
 }
 
-export const failedIds = (report: AcceptanceReport): string[] => report.cases.filter((c) => c.status === 'failed').map((c) => c.id).sort();
+export const failedIds = (report: AcceptanceReport): string[] => idsWith(report, 'failed');
+
+/** The ids of the cases with this status, sorted. */
+export const idsWith = (report: AcceptanceReport, status: AcceptanceReport['cases'][number]['status']): string[] =>
+  report.cases.filter((c) => c.status === status).map((c) => c.id).sort();
 
 /** The failures as readable text for an assertion message. */
 export const explain = (report: AcceptanceReport): string =>

@@ -59,6 +59,18 @@ export interface ToyBugs {
   asyncErrorOnDeprovision: boolean;
   /** Async mode: validation errors answer 202, then an "error" callback. */
   async202ForErrors: boolean;
+  /** With `keepToken`: a callback refused with 401 is given up, not retried with a new token. */
+  noRetryOn401: boolean;
+  /** No /v1/sso route at all: the framework's bare (HTML) 404, which says nothing about single sign-on. */
+  noSsoRoute: boolean;
+  /** No credential routes: a JSON 404 for every request to /v1/credentials/:id. */
+  noCredentialRoutes: boolean;
+  /** An identical credential repeat answers 204 (allowed), so nothing can be compared. */
+  credentialRepeat204: boolean;
+  /** Measures of a known resource answer 204 (no usage: allowed). */
+  measuresNoUsage: boolean;
+  /** Every credential DELETE answers 404, live sets included. */
+  credentialDelete404: boolean;
 }
 
 export const TOY_CATALOG: Record<string, { plans: string[]; regions: string[] }> = {
@@ -73,6 +85,13 @@ export interface ToyOptions {
   clientSecret: string;
   async?: boolean;
   bugs?: Partial<ToyBugs>;
+  /**
+   * Keep the client_credentials token for every callback (as a real connector client does) instead
+   * of fetching one per callback; on a 401, fetch a new one and send the callback again.
+   */
+  keepToken?: boolean;
+  /** With `keepToken`: the token held from the start, e.g. one kept from an earlier run. */
+  initialToken?: string;
 }
 
 interface Resource {
@@ -90,15 +109,26 @@ export function createToyProvider(options: ToyOptions): express.Express {
 
   const basic = `Basic ${Buffer.from(`${options.clientId}:${options.clientSecret}`).toString('base64')}`;
 
+  let kept = options.keepToken === true ? options.initialToken : undefined;
+  const newToken = (): Promise<string> => fetch(`${options.connectorUrl}/v1/oauth/tokens`, {
+    method: 'POST',
+    headers: { authorization: basic, 'content-type': 'application/json' },
+    body: JSON.stringify({ grant_type: 'client_credentials' }),
+  }).then(async (r) => ((await r.json()) as { access_token: string }).access_token);
+
   async function callback(req: Request, payload: Record<string, unknown>): Promise<void> {
     const url = req.get('x-callback-url');
     if (url === undefined || bugs.asyncNoCallback === true) return;
-    const token = await fetch(`${options.connectorUrl}/v1/oauth/tokens`, {
-      method: 'POST',
-      headers: { authorization: basic, 'content-type': 'application/json' },
-      body: JSON.stringify({ grant_type: 'client_credentials' }),
-    }).then((r) => r.json() as Promise<{ access_token: string }>);
-    await fetch(url, { method: 'PUT', headers: { authorization: `Bearer ${token.access_token}`, 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+    const put = (token: string) => fetch(url, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(payload) });
+    if (options.keepToken !== true) {
+      await put(await newToken());
+      return;
+    }
+    kept ??= await newToken();
+    const answer = await put(kept);
+    if (answer.status !== 401 || bugs.noRetryOn401 === true) return;
+    kept = await newToken();
+    await put(kept);
   }
 
   /** Answers 202 now and runs `finish` shortly after, reporting its outcome through the callback. */
@@ -211,8 +241,18 @@ export function createToyProvider(options: ToyOptions): express.Express {
       else res.status(404).json({ message: 'No such widget' });
       return;
     }
+    if (bugs.measuresNoUsage === true) {
+      res.status(204).end();
+      return;
+    }
     res.json({ resource_id: req.params.id, period_start: req.query.period_start, period_end: req.query.period_end, measures: { 'widget-hours': bugs.measuresWrongShape === true ? '3' : 3 } });
   });
+
+  if (bugs.noCredentialRoutes === true) {
+    app.all('/v1/credentials/:id', (_req, res) => {
+      res.status(404).json({ message: 'Not found' });
+    });
+  }
 
   app.put('/v1/credentials/:id', (req, res) => {
     const id = req.params.id;
@@ -225,6 +265,10 @@ export function createToyProvider(options: ToyOptions): express.Express {
     if (existing !== undefined) {
       if (existing.resourceId !== body.resource_id) {
         res.status(409).json({ message: 'Credential exists for another widget' });
+        return;
+      }
+      if (bugs.credentialRepeat204 === true) {
+        res.status(204).end();
         return;
       }
       if (bugs.credentialRepeatNewValues === true) existing.values = newValues(body.resource_id);
@@ -242,7 +286,7 @@ export function createToyProvider(options: ToyOptions): express.Express {
   });
 
   app.delete('/v1/credentials/:id', (req, res) => {
-    if (!credentials.delete(req.params.id)) {
+    if (bugs.credentialDelete404 === true || !credentials.delete(req.params.id)) {
       if (bugs.deleteAgain204 === true) res.status(204).end();
       else res.status(404).json({ message: 'No such credentials' });
       return;
@@ -252,7 +296,7 @@ export function createToyProvider(options: ToyOptions): express.Express {
     else res.status(204).end();
   });
 
-  app.get('/v1/sso', async (req, res) => {
+  if (bugs.noSsoRoute !== true) app.get('/v1/sso', async (req, res) => {
     const code = String(req.query.code);
     const resourceId = String(req.query.resource_id);
     if (bugs.ssoNoExchange !== true) {

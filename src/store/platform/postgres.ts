@@ -4,20 +4,17 @@
  * of a platform. Every decision is one statement guarded by a primary key or a row lock, never a
  * read followed by a write.
  */
-import { createRequire } from 'node:module';
-import type { Pool, PoolConfig } from 'pg';
-import { InvalidOptionsError, MarketplaceError, ServiceUnavailableError } from '../errors.js';
-import { createLogger, type Logger } from '../lib/logger.js';
-import { asOptionsObject, integerOption, optionalLogger, rejectUnknownKeys } from '../lib/options.js';
-import type { CodeLimits, OAuthRecord, OAuthRecordKind, OAuthStore, RedeemResult } from '../platform/oauth/store.js';
-import type { SeenEventClaim, SeenEventStore } from '../platform/events.js';
-import { PLATFORM_POSTGRES_MIGRATIONS } from './migrations/platform-postgres.js';
-import { applyPostgresMigrations, type MigrationLedger } from './migrations/apply-postgres.js';
-import { latestVersion } from './migrations/types.js';
-import { isTransientPostgresError, type MigrationReport, type PostgresConnectionOptions } from './postgres.js';
+import type { Pool } from 'pg';
+import { InvalidOptionsError, ServiceUnavailableError } from '../../errors.js';
+import type { Logger } from '../../lib/logger.js';
+import { asOptionsObject, integerOption, rejectUnknownKeys } from '../../lib/options.js';
+import { PLATFORM_POSTGRES_MIGRATIONS } from '../migrations/platform-postgres.js';
+import type { MigrationLedger } from '../migrations/apply-postgres.js';
+import { latestVersion } from '../migrations/types.js';
+import { mapError, openConnection, watchPool, type Connection, type PostgresConnectionOptions } from '../postgres/connection.js';
+import { applyMigrations, schemaVersion, type MigrationReport } from '../postgres/migrations.js';
+import type { CodeLimits, OAuthRecord, OAuthRecordKind, OAuthStore, RedeemResult, SeenEventClaim, SeenEventStore } from './types.js';
 
-const DEFAULT_SCHEMA = 'embedded_marketplace';
-const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 // Advisory lock key of the platform migrations: "EP" and hashtext(schema), apart from the provider store's.
 const PLATFORM_LEDGER: MigrationLedger = { table: 'platform_schema_migrations', lockNamespace: 0x4550, label: 'platform stores' };
 const CONNECTION_KEYS = ['pool', 'connectionString', 'schema', 'logger'] as const;
@@ -54,6 +51,7 @@ export interface PostgresSeenEventStore extends SeenEventStore, PlatformPostgres
 }
 
 interface Database {
+  connection: Connection;
   pool: Pool;
   schema: string;
   logger: Logger;
@@ -66,70 +64,21 @@ interface Database {
   maybeSweep(now: number, sweep: () => Promise<unknown>): void;
 }
 
-function loadPool(factory: string): typeof Pool {
-  try {
-    return (createRequire(import.meta.url)('pg') as { Pool: typeof Pool }).Pool;
-  } catch (error) {
-    throw new Error(`${factory} needs the optional peer dependency pg: run \`npm install pg\``, { cause: error });
-  }
-}
-
-function mapError(error: unknown): unknown {
-  if (error instanceof MarketplaceError) return error;
-  if (isTransientPostgresError(error)) return new ServiceUnavailableError(undefined, undefined, { cause: error });
-  return error;
-}
-
 function openDatabase(factory: string, options: unknown, extraKeys: readonly string[]): Database {
   const opts = asOptionsObject(factory, options);
   rejectUnknownKeys(factory, opts, [...CONNECTION_KEYS, ...extraKeys]);
-  const { pool: givenPool, connectionString } = opts;
-  if ((givenPool === undefined) === (connectionString === undefined)) {
-    throw new InvalidOptionsError(`${factory}: give exactly one of "pool" (a pg Pool) or "connectionString" (postgres://user:password@host:5432/database)`);
-  }
-  const schema = opts.schema ?? DEFAULT_SCHEMA;
-  if (typeof schema !== 'string' || !SCHEMA_PATTERN.test(schema)) {
-    throw new InvalidOptionsError(`${factory}: option "schema" must match ${SCHEMA_PATTERN.source} (lowercase letters, digits, underscores; at most 63)`);
-  }
   const migrate = opts.migrate ?? true;
   if (typeof migrate !== 'boolean') throw new InvalidOptionsError(`${factory}: option "migrate" must be a boolean`);
   const sweepIntervalMs = integerOption(factory, 'sweepIntervalMs', opts.sweepIntervalMs, 60_000, 0);
-  const logger = createLogger(optionalLogger<Logger>(factory, opts), { component: 'store', store: 'postgres', schema });
-  let pool: Pool;
-  let ownsPool = false;
-  if (givenPool !== undefined) {
-    if (typeof givenPool !== 'object' || givenPool === null || typeof (givenPool as Pool).query !== 'function') {
-      throw new InvalidOptionsError(`${factory}: option "pool" must be a pg Pool (new Pool({ connectionString }))`);
-    }
-    if (opts.poolSize !== undefined) throw new InvalidOptionsError(`${factory}: option "poolSize" applies to the store's own pool only; size the pool you pass with its "max" option`);
-    pool = givenPool as Pool;
-  } else {
-    if (typeof connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(connectionString)) {
-      // Never echo it: it usually carries a password.
-      throw new InvalidOptionsError(`${factory}: option "connectionString" must be a postgres:// or postgresql:// URL`);
-    }
-    const PoolClass = loadPool(factory);
-    const config: PoolConfig = {
-      connectionString,
-      max: opts.poolSize === undefined ? 10 : integerOption(factory, 'poolSize', opts.poolSize, 10, 1),
-      connectionTimeoutMillis: 5000,
-      idleTimeoutMillis: 30_000,
-      allowExitOnIdle: true,
-      application_name: 'embedded-marketplace',
-    };
-    pool = new PoolClass(config);
-    ownsPool = true;
-  }
-  // An idle pooled connection that dies emits 'error' on the pool; unhandled, that would crash the process.
-  const onPoolError = (error: Error): void => {
-    logger.warn({ err: { message: error.message, code: (error as { code?: unknown }).code } }, `${factory}: idle connection lost; the pool reconnects on the next request`);
-  };
-  pool.on('error', onPoolError);
+  const poolSize = opts.poolSize === undefined ? undefined : integerOption(factory, 'poolSize', opts.poolSize, 10, 1);
+  const connection = openConnection(factory, opts, poolSize);
+  const { pool, schema, logger } = connection;
+  const unwatchPool = watchPool(connection, factory);
   const t = (table: string): string => `"${schema}".${table}`;
 
   let started: Promise<void> | undefined;
   const ready = (): Promise<void> => {
-    started ??= (migrate ? applyPlatformMigrations(pool, schema, logger).then(() => undefined) : checkVersion(pool, schema, factory)).catch((error: unknown) => {
+    started ??= (migrate ? applyMigrations(connection, PLATFORM_LEDGER, PLATFORM_POSTGRES_MIGRATIONS).then(() => undefined) : checkVersion(pool, schema, factory)).catch((error: unknown) => {
       started = undefined;
       throw mapError(error);
     });
@@ -138,6 +87,7 @@ function openDatabase(factory: string, options: unknown, extraKeys: readonly str
   let lastSweep = 0;
   let closed = false;
   return {
+    connection,
     pool,
     schema,
     logger,
@@ -159,54 +109,35 @@ function openDatabase(factory: string, options: unknown, extraKeys: readonly str
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      pool.removeListener('error', onPoolError);
-      if (ownsPool) await pool.end();
+      unwatchPool();
+      if (connection.ownsPool) await pool.end();
     },
   };
 }
 
 async function checkVersion(pool: Pool, schema: string, factory: string): Promise<void> {
-  let version = 0;
-  try {
-    const result = await pool.query<{ version: number | null }>(`SELECT max(version) AS version FROM "${schema}".platform_schema_migrations`);
-    version = result.rows[0]?.version ?? 0;
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== '42P01') throw error;
-  }
+  const version = await schemaVersion(pool, schema, PLATFORM_LEDGER);
   const latest = latestVersion(PLATFORM_POSTGRES_MIGRATIONS);
   if (version < latest) {
     throw new Error(`${factory}: schema "${schema}" has platform tables at version ${version}, this release needs ${latest}: run \`embedded-marketplace migrate --schema ${schema}\` or set migrate: true`);
   }
 }
 
-async function applyPlatformMigrations(pool: Pool, schema: string, logger: Logger): Promise<MigrationReport> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    const { current, applied } = await applyPostgresMigrations(client, schema, PLATFORM_LEDGER, PLATFORM_POSTGRES_MIGRATIONS, logger);
-    await client.query('COMMIT');
-    return { schema, version: Math.max(current, latestVersion(PLATFORM_POSTGRES_MIGRATIONS)), applied };
-  } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-      broken = rollbackError as Error;
-    });
-    throw error;
-  } finally {
-    client.release(broken);
-  }
-}
-
 /**
  * Applies the platform stores' pending migrations (the `migrate` command runs it after the provider
  * store's). Safe to run from several processes at once and to repeat.
+ *
+ * @example
+ * ```ts
+ * import { migratePlatformPostgres } from 'embedded-marketplace/stores/postgres';
+ * const report = await migratePlatformPostgres({ connectionString: process.env.DATABASE_URL! });
+ * console.log(`platform tables of ${report.schema} at version ${report.version}`);
+ * ```
  */
 export async function migratePlatformPostgres(options: PostgresConnectionOptions): Promise<MigrationReport> {
   const db = openDatabase('migratePlatformPostgres', options, []);
   try {
-    return await applyPlatformMigrations(db.pool, db.schema, db.logger).catch((error: unknown) => {
-      throw mapError(error);
-    });
+    return await applyMigrations(db.connection, PLATFORM_LEDGER, PLATFORM_POSTGRES_MIGRATIONS);
   } finally {
     await db.close();
   }
