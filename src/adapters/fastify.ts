@@ -37,6 +37,18 @@ export type { SsoFailure } from '../sso/failure.js';
  * Your own session for the sign-in instead of `@fastify/session` or the sealed cookie: `set` keeps
  * the login after a successful sign-in (the access token included: keep it server-side), and may
  * set headers on `reply` (a cookie); `get` finds it again for `app.marketplace.session(request)`.
+ *
+ * @example
+ * ```ts
+ * const session: FastifySessionHooks = {
+ *   async set(request, reply, login) {
+ *     const id = await sessions.create(login);               // { resourceId, accessToken, expiresAt }
+ *     reply.header('set-cookie', `sid=${id}; Path=/; HttpOnly; Secure; SameSite=Lax`);
+ *   },
+ *   get: (request) => sessions.find(/sid=([^;]+)/.exec(request.headers.cookie ?? '')?.[1]),
+ * };
+ * await app.register(marketplacePlugin, { ...options, sso: { session } });
+ * ```
  */
 export interface FastifySessionHooks {
   /** Keeps the login; called before the 303 to the dashboard is sent on `reply`. */
@@ -45,7 +57,17 @@ export interface FastifySessionHooks {
   get(request: FastifyRequest): MarketplaceLogin | MarketplaceSessionData | undefined | Promise<MarketplaceLogin | MarketplaceSessionData | undefined>;
 }
 
-/** Single sign-on of {@link marketplacePlugin} (`GET /v1/sso`); needs `connector`. */
+/**
+ * Single sign-on of {@link marketplacePlugin} (`GET /v1/sso`); needs `connector`.
+ *
+ * @example
+ * ```ts
+ * await app.register(marketplacePlugin, {
+ *   ...options,
+ *   sso: { dashboardUrl: (id) => `/dashboard/${id}`, onError: (failure, _request, reply) => reply.redirect('/sign-in-failed?reason=' + failure.reason) },
+ * });
+ * ```
+ */
 export interface FastifySsoOptions {
   /** Where a signed-in user lands. Default `/dashboard/<resource id>`. */
   dashboardUrl?: (resourceId: string) => string;
@@ -63,13 +85,32 @@ export interface FastifySsoOptions {
   onError?: (failure: SsoFailure, request: FastifyRequest, reply: FastifyReply) => void | Promise<void>;
 }
 
-/** Options of {@link marketplacePlugin}: the core's ({@link CommonProviderOptions}) and SSO. */
+/**
+ * Options of {@link marketplacePlugin}: the core's ({@link CommonProviderOptions}) and SSO; Fastify's
+ * own `prefix` goes beside them in `register`.
+ *
+ * @example
+ * ```ts
+ * const options: MarketplacePluginOptions = { handlers, store: sqliteStore({ path, encryptionKey }), publicHost: 'api.example.com' };
+ * await app.register(marketplacePlugin, { ...options, prefix: '/marketplace' });
+ * ```
+ */
 export interface MarketplacePluginOptions extends CommonProviderOptions {
   /** Serves `GET /v1/sso`. Needs `connector`. `true`: the defaults (`@fastify/session`). */
   sso?: FastifySsoOptions | boolean;
 }
 
-/** What the plugin decorates the host's instance with: `app.marketplace`. */
+/**
+ * What the plugin decorates the host's instance with: `app.marketplace`.
+ *
+ * @example
+ * ```ts
+ * // A long-running provisioning finished in the background: answer the marketplace's callback.
+ * await app.marketplace.complete({ entity: 'resource', id }, { state: 'done', message: 'Your bonnet is ready' });
+ * await app.marketplace.recordUsage(id, 'bonnet-hours', 1);
+ * app.get('/healthz', async (_request, reply) => reply.send(await app.marketplace.health()));
+ * ```
+ */
 export interface FastifyMarketplace {
   /** Finish a long-running operation: store the outcome and send the callback. */
   complete(target: CompletionTarget, completion: Completion): Promise<void>;
