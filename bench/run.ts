@@ -22,15 +22,19 @@ import type { LoadResult } from './load.js';
 import type { ResourcesResult, VerificationsParams, VerificationsResult } from './memory.js';
 import type { ServerMode, StopResult } from './server.js';
 import type { VerifyParams, VerifyResult } from './verify.js';
+import { scaleSection, soakSection, type SectionContext } from './lib/scale-sections.js';
 
-const USAGE = 'usage: npm run bench [-- --quick] [--only=1,2,3,4,5] [--svg=docs/performance.svg]';
+const USAGE = 'usage: npm run bench [-- --quick] [--only=1,2,3,4,5,6,7] [--svg=docs/performance.svg] [--soak-seconds=N]';
 let quick = false;
 let svgPath: string | undefined;
-let only = new Set(['1', '2', '3', '4', '5']);
+let only = new Set(['1', '2', '3', '4', '5', '6', '7']);
+/** Measurements 6 and 7 (bench/lib/scale-sections.ts): --soak-seconds=N shortens or lengthens 7. */
+let soakSeconds: number | undefined;
 for (const arg of process.argv.slice(2)) {
   if (arg === '--quick') quick = true;
   else if (arg.startsWith('--svg=') && arg.length > 6) svgPath = arg.slice(6);
-  else if (arg.startsWith('--only=') && /^[1-5](,[1-5])*$/.test(arg.slice(7))) only = new Set(arg.slice(7).split(','));
+  else if (arg.startsWith('--only=') && /^[1-7](,[1-7])*$/.test(arg.slice(7))) only = new Set(arg.slice(7).split(','));
+  else if (/^--soak-seconds=[1-9]\d*$/.test(arg)) soakSeconds = Number(arg.slice(15));
   else {
     console.error(`bench: unknown argument ${arg}\n${USAGE}`);
     process.exit(2);
@@ -54,10 +58,15 @@ const PLAN = quick
       growth: { levels: [1_000, 10_000, 100_000], warmup: 1_000, seconds: 4 },
     };
 const VERIFY_TARGET = 0.85;
-/** Each store's throughput as a fraction of the one-verify ceiling measured in the same rounds. */
-const CEILING_TARGETS = { memory: 0.9, sqlite: 0.6, postgres: 0.5 } as const;
+/**
+ * Each adapter's throughput as a fraction of its own host's one-verify ceiling measured in the same
+ * rounds: on the memory store the Express adapter, Fastify plugin and fetch handler; on the SQL
+ * stores the Express adapter.
+ */
+const CEILING_TARGETS = { memory: 0.95, fastify: 0.9, fetch: 0.9, sqlite: 0.6, postgres: 0.5 } as const;
 const CEILING_NAME = 'one-verify ceiling: bare Express + raw body + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse';
-const isBaseline = (mode: ServerMode): mode is 'bare' | 'ceiling' => mode === 'bare' || mode === 'ceiling';
+const BASELINES: ReadonlySet<ServerMode> = new Set(['bare', 'ceiling', 'fastify-ceiling', 'fetch-ceiling']);
+const isBaseline = (mode: ServerMode): boolean => BASELINES.has(mode);
 /** Time per request at the largest level over the smallest, allowed for "flat" on a noisy 2-core VM. */
 const FLAT_LIMIT = 1.25;
 
@@ -66,6 +75,8 @@ const rows: Row[] = [];
 /** Bars of the chart (--svg): the ceiling, then each store as a fraction of it. */
 const chart: ChartBar[] = [];
 const notes: string[] = [];
+/** Blocks printed after the table and its notes (the soak's samples). */
+const blocks: string[] = [];
 let failed = false;
 const t0 = Date.now();
 const progress = (text: string) => process.stderr.write(`bench: ${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s  ${text}\n`);
@@ -229,56 +240,85 @@ async function databaseProblem(url: string | undefined): Promise<string | undefi
 const failure = (error: unknown) => `FAILED: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`;
 
 /**
+ * One configuration of measurements 2 and 3: a baseline (bare Express, a host's one-verify
+ * ceiling) or an adapter on a store, measured against the ceiling of its own host.
+ */
+interface Spec {
+  mode: ServerMode;
+  /** Short name, in progress lines and the chart. */
+  label: string;
+  /** The table's row name. */
+  name: string;
+  section: '2' | '3';
+  /** What its ratio is taken against (a mode measured in the same rounds). */
+  against: ServerMode;
+  /** The target fraction, for adapters. */
+  target?: number;
+}
+
+const SPECS: readonly Spec[] = [
+  { mode: 'bare', label: 'bare Express', name: 'bare Express (express.json())', section: '2', against: 'bare' },
+  { mode: 'ceiling', label: 'Express ceiling', name: CEILING_NAME, section: '2', against: 'bare' },
+  { mode: 'memory', label: 'Express · memoryStore', name: 'signed PUT, marketplaceRouter + memoryStore', section: '2', against: 'ceiling', target: CEILING_TARGETS.memory },
+  { mode: 'fastify-ceiling', label: 'Fastify ceiling', name: 'one-verify ceiling, Fastify 5: raw-body parser + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse', section: '2', against: 'ceiling' },
+  { mode: 'fastify', label: 'Fastify · memoryStore', name: 'signed PUT, marketplacePlugin (Fastify 5) + memoryStore', section: '2', against: 'fastify-ceiling', target: CEILING_TARGETS.fastify },
+  { mode: 'fetch-ceiling', label: 'fetch ceiling', name: 'one-verify ceiling, fetch: Request → Response on @hono/node-server + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse', section: '2', against: 'ceiling' },
+  { mode: 'fetch', label: 'fetch · memoryStore', name: 'signed PUT, provider.fetch (@hono/node-server) + memoryStore', section: '2', against: 'fetch-ceiling', target: CEILING_TARGETS.fetch },
+  { mode: 'sqlite', label: 'Express · sqliteStore', name: 'signed PUT, marketplaceRouter + sqliteStore (temp file)', section: '3', against: 'ceiling', target: CEILING_TARGETS.sqlite },
+  { mode: 'postgres', label: 'Express · postgresStore', name: 'signed PUT, marketplaceRouter + postgresStore (own schema)', section: '3', against: 'ceiling', target: CEILING_TARGETS.postgres },
+];
+
+/**
  * Measurements 2 and 3. A full run keeps every server up and interleaves them in rounds (the order
- * rotating), each round's ratio taken against that round's bare run: load from other processes then
- * hits a round, not one side, and the median over rounds drops it.
+ * rotating), each round's ratio taken against that round's run of the baseline: load from other
+ * processes then hits a round, not one side, and the median over rounds drops it.
  */
 async function httpSection(loader: Worker, master: BenchKeyPair): Promise<void> {
   const { warmup, laterWarmup, seconds, rounds } = PLAN.http;
   const databaseUrl = process.env.DATABASE_URL;
-  const specs = (
-    [['bare', 'bare Express'], ['ceiling', 'one-verify ceiling'], ['memory', 'memoryStore'], ['sqlite', 'sqliteStore (temp file)'], ['postgres', 'postgresStore (own schema)']] as const
-  ).filter(([mode]) => isBaseline(mode) || only.has(mode === 'memory' ? '2' : '3'));
+  const specs = SPECS.filter((spec) => isBaseline(spec.mode) || only.has(spec.section));
   const skipped = new Map<ServerMode, string>();
   const targets: Target[] = [];
   const broken: Target[] = [];
+  const what = (spec: Spec) => (isBaseline(spec.mode) ? `${spec.label} baseline` : `signed PUT through ${spec.label}`);
   try {
-    if (specs.some(([mode]) => mode === 'postgres')) {
+    if (specs.some((spec) => spec.mode === 'postgres')) {
       const problem = await databaseProblem(databaseUrl);
       if (problem !== undefined) skipped.set('postgres', problem);
     }
-    const runnable = specs.filter(([mode]) => !skipped.has(mode));
-    const open = (mode: ServerMode, label: string) => openTarget(master, mode, label, mode === 'postgres' ? { databaseUrl: databaseUrl! } : {});
+    const runnable = specs.filter((spec) => !skipped.has(spec.mode));
+    const open = (spec: Spec) => openTarget(master, spec.mode, spec.label, spec.mode === 'postgres' ? { databaseUrl: databaseUrl! } : {});
+    const refused = (spec: Spec, error: unknown) => {
+      if (isBaseline(spec.mode)) throw error;
+      failed = true;
+      broken.push({ mode: spec.mode, label: spec.label, worker: sharedServer!, port: 0, runs: [], problem: failure(error) });
+    };
     if (quick) {
       // One shared server process: each configuration in turn, one round.
-      for (const [mode, label] of runnable) {
-        progress(`(${isBaseline(mode) || mode === 'memory' ? 2 : 3}) ${isBaseline(mode) ? `${label} baseline` : `signed PUT through marketplaceRouter + ${label}`}`);
+      for (const spec of runnable) {
+        progress(`(${spec.section}) ${what(spec)}`);
         let target: Target | undefined;
         try {
-          target = await open(mode, label);
+          target = await open(spec);
           await measureOnce(loader, master, target, warmup, seconds);
           targets.push(target);
         } catch (error) {
-          if (isBaseline(mode)) throw error;
-          failed = true;
-          broken.push({ mode, label, worker: sharedServer!, port: 0, runs: [], problem: failure(error) });
+          refused(spec, error);
         }
       }
     } else {
-      for (const [mode, label] of runnable) {
+      for (const spec of runnable) {
         try {
-          targets.push(await open(mode, label));
+          targets.push(await open(spec));
         } catch (error) {
-          if (isBaseline(mode)) throw error;
-          failed = true;
-          broken.push({ mode, label, worker: sharedServer!, port: 0, runs: [], problem: failure(error) });
+          refused(spec, error);
         }
       }
       for (let round = 0; round < rounds; round++) {
         const order = targets.slice(round % targets.length).concat(targets.slice(0, round % targets.length));
         for (const target of order) {
           if (target.problem !== undefined) continue;
-          progress(`(2/3) round ${round + 1} of ${rounds}: ${isBaseline(target.mode) ? target.label : `marketplaceRouter + ${target.label}`}`);
+          progress(`(2/3) round ${round + 1} of ${rounds}: ${what(SPECS.find((spec) => spec.mode === target.mode)!)}`);
           try {
             await measureOnce(loader, master, target, round === 0 ? warmup : laterWarmup, seconds);
           } catch (error) {
@@ -293,32 +333,34 @@ async function httpSection(loader: Worker, master: BenchKeyPair): Promise<void> 
     for (const target of targets) await closeTarget(target);
   }
 
-  const bare = targets.find((target) => target.mode === 'bare')!;
-  const ceiling = targets.find((target) => target.mode === 'ceiling')!;
+  const measured = (mode: ServerMode) => targets.find((target) => target.mode === mode && target.problem === undefined);
   // Each round against the baseline's run of the same round.
   const ratioTo = (target: Target, base: Target) => median(target.runs.map((run, i) => run.requestsPerSecond / base.runs[i]!.requestsPerSecond));
-  const ceilingSummary = summary(ceiling);
-  const baseline = `one-verify ceiling ${ceilingSummary.text}`;
-  rows.push(['2', CEILING_NAME, ceilingSummary.text, `bare Express ${summary(bare).text}`, fixed(ratioTo(ceiling, bare), 2), 'printed', '—']);
-  chart.push({ label: 'one-verify ceiling', ratio: 1, cpu: ceilingSummary.cpu, rate: ceilingSummary.rate });
-  for (const [mode, label] of specs) {
-    if (isBaseline(mode)) continue;
-    const section = mode === 'memory' ? '2' : '3';
-    const name = `signed PUT, marketplaceRouter + ${label}`;
-    const target = targets.find((t) => t.mode === mode) ?? broken.find((t) => t.mode === mode);
-    const goal = CEILING_TARGETS[mode];
-    const problem = skipped.get(mode) ?? target?.problem;
-    if (target === undefined || problem !== undefined) {
-      rows.push([section, name, problem ?? 'not measured', '', '', `≥ ${goal}`, problem?.startsWith('FAILED') === true ? '**FAILED**' : 'skipped']);
+  for (const spec of specs) {
+    if (spec.mode === 'bare') continue;
+    const base = measured(spec.against)!;
+    const baseSpec = SPECS.find((s) => s.mode === spec.against)!;
+    const baseline = `${baseSpec.label} ${summary(base).text}`;
+    if (isBaseline(spec.mode)) {
+      const figures = summary(measured(spec.mode)!);
+      rows.push([spec.section, spec.name, figures.text, baseline, fixed(ratioTo(measured(spec.mode)!, base), 2), 'printed', '—']);
+      chart.push({ label: spec.label, ratio: 1, cpu: figures.cpu, rate: figures.rate });
       continue;
     }
-    const ratio = ratioTo(target, ceiling);
+    const target = targets.find((t) => t.mode === spec.mode) ?? broken.find((t) => t.mode === spec.mode);
+    const goal = spec.target!;
+    const problem = skipped.get(spec.mode) ?? target?.problem;
+    if (target === undefined || problem !== undefined) {
+      rows.push([spec.section, spec.name, problem ?? 'not measured', '', '', `≥ ${goal}`, problem?.startsWith('FAILED') === true ? '**FAILED**' : 'skipped']);
+      continue;
+    }
+    const ratio = ratioTo(target, base);
     const figures = summary(target);
-    rows.push([section, name, figures.text, baseline, fixed(ratio, 2), `≥ ${goal}`, verdict(ratio >= goal)]);
-    chart.push({ label, ratio, target: goal, cpu: figures.cpu, rate: figures.rate });
+    rows.push([spec.section, spec.name, figures.text, baseline, fixed(ratio, 2), `≥ ${goal}`, verdict(ratio >= goal)]);
+    chart.push({ label: spec.label, ratio, target: goal, cpu: figures.cpu, rate: figures.rate });
   }
   notes.push(
-    `HTTP runs: ${CONNECTIONS} connections; ${quick ? `one run of ${PLAN.http.amount} requests per server` : `${rounds} interleaved rounds of ${seconds} s per server, ratio = median over rounds of req/s against the same round's one-verify ceiling run (the ceiling's own ratio: against bare Express); req/s and CPU over all rounds, latencies the median of the rounds`}. Every request a distinct, validly signed provisioning PUT (checked: all answers 201, the handler ran once per request).`,
+    `HTTP runs: ${CONNECTIONS} connections; ${quick ? `one run of ${PLAN.http.amount} requests per server` : `${rounds} interleaved rounds of ${seconds} s per server, ratio = median over rounds of req/s against the same round's run of the row's baseline (each adapter against its own host's one-verify ceiling; the Express ceiling against bare Express, the Fastify and fetch ceilings against the Express ceiling); req/s and CPU over all rounds, latencies the median of the rounds`}. Every request a distinct, validly signed provisioning PUT (checked: all answers 201, the handler ran once per request).`,
   );
 }
 
@@ -385,6 +427,26 @@ async function growthSection(loader: Worker, master: BenchKeyPair): Promise<void
   notes.push(`Growth runs: the store is filled before the server listens; each run then adds the resources it provisions (about ${seconds} s of traffic).`);
 }
 
+/** What measurements 6 and 7 (bench/lib/scale-sections.ts) take from this run. */
+async function sectionContext(master: BenchKeyPair): Promise<SectionContext> {
+  const databaseUrl = process.env.DATABASE_URL;
+  return {
+    quick,
+    master,
+    connections: CONNECTIONS,
+    databaseUrl,
+    databaseProblem: await databaseProblem(databaseUrl),
+    ...(soakSeconds === undefined ? {} : { soakSeconds }),
+    progress,
+    row: (row) => rows.push(row),
+    note: (note) => notes.push(note),
+    block: (block) => blocks.push(block),
+    failed: () => {
+      failed = true;
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -397,7 +459,7 @@ async function main(): Promise<void> {
   await checkSigner(master);
 
   // Every child starts now, in parallel: each waits idle until its turn.
-  const httpWanted = only.has('2') || only.has('3') || only.has('5');
+  const httpWanted = only.has('2') || only.has('3') || only.has('5') || only.has('6');
   const verifyWorker = only.has('1') ? startWorker('verify.ts') : undefined;
   const memoryWorker = only.has('4') ? startWorker('memory.ts', { exposeGc: true }) : undefined;
   const loader = httpWanted ? startWorker('load.ts') : undefined;
@@ -427,9 +489,26 @@ async function main(): Promise<void> {
           fail('5 time per request by stored resources', error);
         }
       }
+      // ---- measurement 6 (bench/lib/scale-sections.ts) ----
+      if (only.has('6')) {
+        try {
+          await scaleSection(await sectionContext(master), loader);
+        } catch (error) {
+          fail('6 time per request by stored resources, SQL stores', error);
+        }
+      }
     } finally {
       await loader.close();
       await sharedServer?.close();
+    }
+  }
+
+  // ---- measurement 7 (bench/lib/scale-sections.ts) ----
+  if (only.has('7')) {
+    try {
+      await soakSection(await sectionContext(master));
+    } catch (error) {
+      fail('7 replay records under a sustained load', error);
     }
   }
 
@@ -451,6 +530,7 @@ async function main(): Promise<void> {
     markdownTable(['#', 'measurement', 'result', 'baseline (same run)', 'ratio', 'target', 'verdict'], rows),
     '',
     ...notes.map((note) => `- ${note}`),
+    ...blocks.flatMap((block) => ['', block]),
   ];
   process.stdout.write(`${out.join('\n')}\n`);
   if (svgPath !== undefined && chart.length > 0) {

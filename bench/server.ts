@@ -1,18 +1,20 @@
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
-import express, { type Request, type Response } from 'express';
+import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Router from '../src/provider/router.js';
+import type * as Root from '../src/index.js';
+import type * as FastifyAdapter from '../src/adapters/fastify.js';
 import type * as Crypto from '../src/store/crypto.js';
 import type * as Memory from '../src/store/memory.js';
 import type * as Sqlite from '../src/store/sqlite.js';
 import type * as Postgres from '../src/store/postgres/index.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { REPO_ROOT, serveCalls } from './lib/child.js';
+import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
 import { CATALOG, marketplaceId } from './lib/requests.js';
 
 /**
@@ -38,12 +40,19 @@ const [{ canonicalRequest }, { marketplaceRouter }, { generateEncryptionKey }, {
 
 /**
  * The server under test, one process per configuration: a bare Express route, the one-verify
- * ceiling (the least any correct provider must do per signed request), or the marketplace router on
- * one of the stores. The router keeps its default logger; run.ts sets
+ * ceiling of each host (the least any correct provider must do per signed request), or an adapter
+ * on one of the stores. The adapters keep their default logger; run.ts sets
  * LOG_LEVEL=warn, so the per-request info line is off, as in a quiet production deployment.
  */
 
-export type ServerMode = 'bare' | 'ceiling' | 'memory' | 'sqlite' | 'postgres';
+/**
+ * `bare`: Express with `express.json()`; `ceiling`, `fastify-ceiling`, `fetch-ceiling`: the
+ * one-verify ceiling written for Express, Fastify and the fetch bridge (bench/lib/ceilings.ts);
+ * `memory`, `sqlite`, `postgres`: the Express adapter (`marketplaceRouter`) on that store;
+ * `fastify`: `marketplacePlugin` on the memory store; `fetch`: `provider.fetch` on the memory
+ * store behind @hono/node-server's `getRequestListener`, the bridge the fetch ceiling uses.
+ */
+export type ServerMode = 'bare' | 'ceiling' | 'memory' | 'sqlite' | 'postgres' | 'fastify-ceiling' | 'fastify' | 'fetch-ceiling' | 'fetch';
 
 export interface StartParams {
   mode: ServerMode;
@@ -63,83 +72,109 @@ export interface StopResult {
 }
 
 let server: Server | undefined;
-let router: Router.MarketplaceRouter | undefined;
+/** What the running configuration releases once its server has closed (the provider, a Fastify instance). */
+let release: (() => Promise<void>) | undefined;
 let handled = 0;
 let cpuStart = process.cpuUsage();
 const cleanups: (() => Promise<void> | void)[] = [];
+const countHandled = () => {
+  handled++;
+};
+
+/** The provider options every adapter runs with: the same handlers and catalog. */
+function providerOptions(store: StoreTypes.Store, masterKey: string) {
+  return {
+    store,
+    catalog: CATALOG,
+    masterKey,
+    handlers: {
+      provision: () => {
+        handled++;
+        return 'Your generator is ready';
+      },
+      changePlan: () => undefined,
+      deprovision: () => undefined,
+      provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
+      deprovisionCredentials: () => undefined,
+    },
+  };
+}
 
 async function start(params: StartParams): Promise<{ port: number }> {
   // --quick reuses one process for every configuration; a full run starts a fresh one each time.
   await close();
   handled = 0;
-  const app = express();
-  if (params.mode === 'bare') {
-    app.put('/v1/resources/:id', express.json(), (_req, res) => {
-      handled++;
-      res.status(201).json({ message: 'Resource provisioned' });
-    });
-  } else if (params.mode === 'ceiling') {
-    app.put('/v1/resources/:id', express.raw({ type: () => true }), ceilingRoute);
-  } else {
-    const store = await openStore(params);
-    if (params.prefill !== undefined && params.prefill > 0) await prefill(store, params.prefill);
-    router = marketplaceRouter({
-      store,
-      catalog: CATALOG,
-      masterKey: params.masterPublicKey,
-      handlers: {
-        provision: () => {
-          handled++;
-          return 'Your generator is ready';
-        },
-        changePlan: () => undefined,
-        deprovision: () => undefined,
-        provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
-        deprovisionCredentials: () => undefined,
-      },
-    });
-    app.use(router);
-  }
-  server = await new Promise<Server>((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
+  const listening = await serverFor(params);
+  server = listening;
+  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
   cpuStart = process.cpuUsage();
-  return { port: (server.address() as AddressInfo).port };
+  return { port: (listening.address() as AddressInfo).port };
 }
 
-// The live keys seen so far, imported once each (the router caches their endorsement likewise).
-const liveKeys = new Map<string, KeyObject>();
-
-/**
- * The one-verify ceiling: raw body, the canonical form of the signed headers, ONE Ed25519
- * verification of the request signature on libuv's thread pool (crypto.verify with a callback),
- * JSON.parse, 201. No endorsement check, no validation, no store, no idempotency: what is left is
- * the cost every correct implementation pays, so each store's throughput is reported as a fraction of it.
- */
-function ceilingRoute(req: Request, res: Response): void {
-  const [signature = '', live = ''] = String(req.headers['x-signature'] ?? '').split(' ');
-  const signedHeaders = String(req.headers['x-signed-headers'] ?? '').split(' ');
-  const body = req.body as Buffer;
-  const canonical = canonicalRequest({ method: req.method, url: req.originalUrl, headers: req.headers as Record<string, string>, body, signedHeaders });
-  let key = liveKeys.get(live);
-  if (key === undefined) {
-    key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: live }, format: 'jwk' });
-    liveKeys.set(live, key);
-  }
-  verify(null, canonical, key, Buffer.from(signature, 'base64url'), (error, valid) => {
-    if (error !== null || !valid) {
-      res.status(401).json({ message: 'Invalid signature' });
-      return;
+/** The configuration's HTTP server, not listening yet. */
+async function serverFor(params: StartParams): Promise<Server> {
+  switch (params.mode) {
+    case 'bare': {
+      const app = express();
+      app.put('/v1/resources/:id', express.json(), (_req, res) => {
+        handled++;
+        res.status(201).json({ message: 'Resource provisioned' });
+      });
+      return createServer(app);
     }
-    const parsed = JSON.parse(body.toString('utf8')) as { id?: unknown };
-    handled++;
-    res.status(201).json({ message: `Resource ${String(parsed.id)} provisioned` });
-  });
+    case 'ceiling': {
+      const app = express();
+      app.put('/v1/resources/:id', express.raw({ type: () => true }), expressCeiling(canonicalRequest, countHandled));
+      return createServer(app);
+    }
+    case 'fastify-ceiling': {
+      const { default: Fastify } = await import('fastify');
+      let handler: RequestListener | undefined;
+      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
+      app.removeAllContentTypeParsers();
+      app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+      app.put('/v1/resources/:id', fastifyCeiling(canonicalRequest, countHandled));
+      await app.ready();
+      release = () => app.close();
+      return createServer(handler!);
+    }
+    case 'fetch-ceiling': {
+      const { getRequestListener } = await import('@hono/node-server');
+      return createServer(getRequestListener(fetchCeiling(canonicalRequest, countHandled)));
+    }
+    case 'fastify': {
+      const [{ default: Fastify }, { marketplacePlugin }] = await Promise.all([import('fastify'), dist<typeof FastifyAdapter>('adapters/fastify.js')]);
+      let handler: RequestListener | undefined;
+      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
+      await app.register(marketplacePlugin, providerOptions(await openStore(params), params.masterPublicKey));
+      await app.ready();
+      // The plugin closes the provider (outbox, store) from Fastify's onClose.
+      release = () => app.close();
+      return createServer(handler!);
+    }
+    case 'fetch': {
+      const [{ getRequestListener }, { createProvider }] = await Promise.all([import('@hono/node-server'), dist<typeof Root>('index.js')]);
+      const provider = createProvider(providerOptions(await openStore(params), params.masterPublicKey));
+      release = () => provider.close();
+      return createServer(getRequestListener((request) => provider.fetch(request)));
+    }
+    default: {
+      const store = await openStore(params);
+      if (params.prefill !== undefined && params.prefill > 0) await prefill(store, params.prefill);
+      const router = marketplaceRouter(providerOptions(store, params.masterPublicKey));
+      release = () => router.close();
+      const app = express();
+      app.use(router);
+      return createServer(app);
+    }
+  }
 }
 
 async function openStore(params: StartParams): Promise<StoreTypes.Store> {
   switch (params.mode) {
     case 'memory':
+    case 'fastify':
+    case 'fetch':
       return memoryStore();
     case 'sqlite': {
       // Loaded on demand: the drivers are optional, and the other modes start faster without them.
@@ -202,9 +237,9 @@ async function close(): Promise<void> {
     // commit: let them finish before the store closes under them.
     await settle();
   }
-  const closingRouter = router;
-  router = undefined;
-  await closingRouter?.close();
+  const releasing = release;
+  release = undefined;
+  await releasing?.();
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 }
 

@@ -1,8 +1,9 @@
 /**
  * `npm run demo`: starts the example provider on the embedded SQLite store and runs the whole
  * marketplace acceptance suite against it, first answering synchronously, then with
- * EXAMPLE_ASYNC=1 (every operation answers 202 and completes through a callback). Exits 0 only
- * when every case passes in both modes.
+ * EXAMPLE_ASYNC=1 (every operation answers 202 and completes through a callback), on each host in
+ * turn (EXAMPLE_ADAPTER=express, fastify, fetch). Exits 0 only when every case passes in both
+ * modes on every host.
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import { formatCase, formatHeader, formatSummary, runAcceptance, shouldColor, type AcceptanceCase as CaseResult, type AcceptanceReport } from '../src/testkit/acceptance/index.js';
 import { createRedactingLogger } from '../src/lib/logger.js';
 import { generateKeyPair } from '../src/testkit/keys.js';
-import { createProviderApp } from './provider-app.js';
+import { createProviderApp, EXAMPLE_ADAPTERS, type ExampleAdapter } from './provider-app.js';
 
 const color = { color: shouldColor(process.stdout, process.env) };
 const dir = mkdtempSync(join(tmpdir(), 'embedded-marketplace-demo-'));
@@ -57,10 +58,11 @@ function freePort(): Promise<number> {
   });
 }
 
-async function runMode(name: string, asyncMode: boolean): Promise<AcceptanceReport> {
+async function runMode(adapter: ExampleAdapter, name: string, asyncMode: boolean): Promise<AcceptanceReport> {
   const connectorPort = await freePort();
   const provider = await createProviderApp({
-    STORE: `sqlite:${join(dir, `demo-${name}.db`)}`,
+    EXAMPLE_ADAPTER: adapter,
+    STORE: `sqlite:${join(dir, `demo-${adapter}-${name}.db`)}`,
     MASTER_PUBLIC_KEY: master.publicKey,
     CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`,
     CONNECTOR_CLIENT_ID: clientId,
@@ -72,7 +74,7 @@ async function runMode(name: string, asyncMode: boolean): Promise<AcceptanceRepo
   });
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const settings = { product: 'bonnets', plan: 'small', newPlan: 'large', region: 'aws::us-east-1', conflictRegion: 'all::global', credential: 'multiple' } as const;
-  console.log(`\n=== ${name}: the example provider ${asyncMode ? 'answering 202 and calling back' : 'answering at once'} ===\n`);
+  console.log(`\n=== ${adapter} ${name}: the example provider on ${adapter} ${asyncMode ? 'answering 202 and calling back' : 'answering at once'} ===\n`);
   console.log(formatHeader({ url, connectorUrl: `http://127.0.0.1:${connectorPort}`, ...settings, excluded: [] }, color));
   console.log();
   try {
@@ -98,11 +100,16 @@ async function runMode(name: string, asyncMode: boolean): Promise<AcceptanceRepo
 
 let exitCode = 1;
 try {
-  const sync = await runMode('sync', false);
-  const async = await runMode('async', true);
-  const green = sync.passed && async.passed;
   const counts = ({ summary }: AcceptanceReport) => `${summary.passed} passed, ${summary.failed} failed, ${summary.skipped} skipped, ${summary.notChecked} not checked`;
-  console.log(`\nDemo: sync ${sync.passed ? 'passed' : 'FAILED'} (${counts(sync)}), async ${async.passed ? 'passed' : 'FAILED'} (${counts(async)}); ${notChecked} check(s) could not be made (NOT CHECKED above, never counted as passed).`);
+  const results: string[] = [];
+  let green = true;
+  for (const adapter of EXAMPLE_ADAPTERS) {
+    const sync = await runMode(adapter, 'sync', false);
+    const async = await runMode(adapter, 'async', true);
+    green &&= sync.passed && async.passed;
+    results.push(`${adapter}: sync ${sync.passed ? 'passed' : 'FAILED'} (${counts(sync)}), async ${async.passed ? 'passed' : 'FAILED'} (${counts(async)})`);
+  }
+  console.log(`\nDemo: ${results.join('; ')}; ${notChecked} check(s) could not be made (NOT CHECKED above, never counted as passed).`);
   await new Promise<void>((resolve) => logStream.end(resolve));
   const lines = readFileSync(logFile, 'utf8').split('\n').filter((line) => line !== '');
   // Warnings are expected (refused signatures, unknown products: the suite sends bad requests on purpose).
@@ -113,10 +120,12 @@ try {
   console.log(`
 What ran:
   examples/provider-app.ts     the example provider: catalog, handlers (your code goes here), store, connector
-  src/provider/router.ts       marketplaceRouter: signature check, routes, idempotency, callbacks, SSO
+  examples/hosts.ts            the same provider on Express, Fastify and a fetch host (EXAMPLE_ADAPTER)
+  src/core/                    createProvider: signature check, routes, idempotency, callbacks, SSO
+  src/adapters/                marketplaceRouter (Express) and marketplacePlugin (Fastify) over the core
   src/signature/               the marketplace's signature scheme and verifier
   src/testkit/acceptance/      the acceptance suite (also: npx embedded-marketplace test)
-Next: README.md "In your app", docs/errors.md, docs/migrating.md.`);
+Next: README.md "In your app", docs/frameworks.md, docs/errors.md, docs/migrating.md.`);
   exitCode = green ? 0 : 1;
 } catch (err) {
   console.error('demo: could not run:', err);

@@ -18,27 +18,27 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import express from 'express';
 import session from 'express-session';
 import { Registry } from 'prom-client';
 import {
   accepted,
   BadRequestError,
-  marketplaceRouter,
   memoryStore,
-  mountObservability,
-  requireMarketplaceSession,
   type Completion,
   type HandlerContext,
-  type MarketplaceRouter,
   type ProviderHandlers,
   type Store,
 } from '../src/index.js';
 import { createLogger, type Logger } from '../src/lib/logger.js';
+import { exampleAdapter, expressHost, fastifyHost, fetchHost, type ExampleAdapter, type ExampleHost, type ExampleMarketplace } from './hosts.js';
 import { sqliteSessionStore } from './sqlite-session-store.js';
+
+export { EXAMPLE_ADAPTERS, exampleAdapter, type ExampleAdapter } from './hosts.js';
 
 export interface ExampleEnv {
   PORT?: string;
+  /** The host serving the provider: `express` (default), `fastify` or `fetch` (examples/hosts.ts). */
+  EXAMPLE_ADAPTER?: string;
   MASTER_PUBLIC_KEY?: string;
   /** `memory`, `sqlite:<path>` or `postgres://…`. Default `sqlite:./data/example.db`. */
   STORE?: string;
@@ -77,8 +77,12 @@ export const CATALOG = {
 const EXAMPLE_DEV_KEY = createHash('sha256').update('embedded-marketplace example provider: not a secret').digest('base64');
 
 export interface ProviderApp {
-  app: express.Express;
-  router: MarketplaceRouter;
+  /** The host serving it (EXAMPLE_ADAPTER). */
+  adapter: ExampleAdapter;
+  /** Listens like Express's `app.listen(port, host, callback)` (on every host), answering the node:http server. */
+  app: Pick<ExampleHost, 'listen'>;
+  /** The provider's operations for the host's own code: complete, recordUsage, health, store. */
+  marketplace: ExampleMarketplace;
   /** The registry `/metrics` serves (the router's metrics). */
   registry: Registry;
   /** How often each handler ran, by resource or credential id (the multi-instance tests sum these). */
@@ -145,6 +149,8 @@ async function openSessionStore(spec: string): Promise<session.Store> {
 }
 
 export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger; registry?: Registry } = {}): Promise<ProviderApp> {
+  // Checked before anything is opened: a mistyped host stops the start at once.
+  const adapter = exampleAdapter(env.EXAMPLE_ADAPTER);
   const registry = options.registry ?? new Registry();
   // The demo passes a logger writing to a file, so that no JSON line lands inside its report.
   const logger = options.logger ?? createLogger(undefined, { app: 'example-provider' });
@@ -224,68 +230,43 @@ export async function createProviderApp(env: ExampleEnv = process.env as Example
   const outboxPollMs = knobMs(env, 'EXAMPLE_OUTBOX_POLL_MS');
   const outboxLeaseMs = knobMs(env, 'EXAMPLE_OUTBOX_LEASE_MS');
   const outboxBackoffMs = knobMs(env, 'EXAMPLE_OUTBOX_BACKOFF_MS');
-  const router = marketplaceRouter({
-    store,
-    catalog: CATALOG,
-    handlers,
-    logger,
-    metrics: { registry },
-    ...(leaseMs === undefined ? {} : { leaseMs }),
-    outbox: {
-      ...(outboxPollMs === undefined ? {} : { pollIntervalMs: outboxPollMs }),
-      ...(outboxLeaseMs === undefined ? {} : { leaseMs: outboxLeaseMs }),
-      ...(outboxBackoffMs === undefined ? {} : { backoff: { baseMs: Math.min(1000, outboxBackoffMs), maxMs: outboxBackoffMs } }),
+  const host = await HOSTS[adapter]({
+    options: {
+      store,
+      catalog: CATALOG,
+      handlers,
+      logger,
+      metrics: { registry },
+      ...(leaseMs === undefined ? {} : { leaseMs }),
+      outbox: {
+        ...(outboxPollMs === undefined ? {} : { pollIntervalMs: outboxPollMs }),
+        ...(outboxLeaseMs === undefined ? {} : { leaseMs: outboxLeaseMs }),
+        ...(outboxBackoffMs === undefined ? {} : { backoff: { baseMs: Math.min(1000, outboxBackoffMs), maxMs: outboxBackoffMs } }),
+      },
+      ...(env.MASTER_PUBLIC_KEY === undefined ? {} : { masterKey: env.MASTER_PUBLIC_KEY }),
+      ...(connector === undefined ? {} : { connector }),
     },
-    ...(env.MASTER_PUBLIC_KEY === undefined ? {} : { masterKey: env.MASTER_PUBLIC_KEY }),
-    ...(connector === undefined ? {} : { connector, sso: { dashboardUrl: (id: string) => `/dashboard/${encodeURIComponent(id)}` } }),
-  });
-
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', false);
-  // Operator endpoints before the session layer, so a scrape or a probe never creates a session:
-  // /metrics (Prometheus text), /healthz (readiness: router.health(), 503 when the store is down)
-  // and /livez (liveness).
-  mountObservability(app, { registry, router });
-  const sessionStore = await openSessionStore(storeSpec);
-  // The provider's own session layer, mounted before the marketplace router so /v1/sso can use it.
-  app.use(session({
-    secret: env.SESSION_SECRET ?? randomBytes(32).toString('hex'),
-    store: sessionStore,
-    name: 'bonnets.sid',
-    resave: false,
-    saveUninitialized: false,
-    cookie: { httpOnly: true, sameSite: 'lax', secure: false, maxAge: 24 * 60 * 60 * 1000 },
-  }));
-  app.use(router);
-  app.use(express.json());
-
-  app.get('/dashboard/:id', requireMarketplaceSession(), async (req, res) => {
-    const resource = await store.getResource(String(req.params.id));
-    if (resource === undefined) {
-      res.status(404).json({ message: 'Resource not found' });
-      return;
-    }
-    res.type('html').send(`<!doctype html><title>Bonnet ${escapeHtml(resource.id)}</title><h1>Your bonnet</h1><p id="resource">${escapeHtml(resource.id)}</p><p id="plan">Plan: ${escapeHtml(resource.plan)}</p>`);
-  });
-  // For the multi-instance tests: how often each handler ran in this process.
-  app.get('/example/handler-calls', (_req, res) => {
-    res.json(calls);
+    dashboardUrl: (id: string) => `/dashboard/${encodeURIComponent(id)}`,
+    registry,
+    store,
+    sessionSecret: env.SESSION_SECRET ?? randomBytes(32).toString('hex'),
+    cookieName: 'bonnets.sid',
+    sessionStore: () => openSessionStore(storeSpec),
+    calls,
   });
 
   return {
-    app,
-    router,
+    adapter,
+    app: host,
+    marketplace: host.marketplace,
     registry,
     calls,
-    async close() {
-      await router.close();
-      const closable = sessionStore as { close?: () => unknown };
-      if (typeof closable.close === 'function') await closable.close();
-    },
+    close: () => host.close(),
   };
 }
 
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
+const HOSTS: Record<ExampleAdapter, (settings: Parameters<typeof expressHost>[0]) => Promise<ExampleHost>> = {
+  express: expressHost,
+  fastify: fastifyHost,
+  fetch: fetchHost,
+};

@@ -1,17 +1,25 @@
 /**
  * Starts the example provider: `npm run example`. Listens on 127.0.0.1:$PORT (default 4567; `0`
  * lets the OS choose, and the "listening on" line names the port it chose).
- * Environment: MASTER_PUBLIC_KEY, STORE (memory | sqlite:<path> | postgres://…), STORE_ENCRYPTION_KEY,
+ * Environment: EXAMPLE_ADAPTER (express | fastify | fetch: the host serving it, default express),
+ * MASTER_PUBLIC_KEY, STORE (memory | sqlite:<path> | postgres://…), STORE_ENCRYPTION_KEY,
  * CONNECTOR_URL, CONNECTOR_CLIENT_ID, CONNECTOR_CLIENT_SECRET, SESSION_SECRET, EXAMPLE_ASYNC=1, and the test knobs listed
  * in provider-app.ts.
  */
-import { createProviderApp } from './provider-app.js';
+import { createProviderApp, type ProviderApp } from './provider-app.js';
 
 const port = Number(process.env.PORT ?? 4567);
-const provider = await createProviderApp();
+let provider: ProviderApp;
+try {
+  provider = await createProviderApp();
+} catch (error) {
+  // A setting that cannot work (an unknown EXAMPLE_ADAPTER, a malformed STORE …) stops the start.
+  console.error(`example provider: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+}
 const server = provider.app.listen(port, '127.0.0.1', () => {
   const address = server.address();
-  console.log(`example provider listening on http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : port}`);
+  console.log(`example provider listening on http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : port} (${provider.adapter})`);
 });
 // An idle keep-alive connection outlives the client's own idle timeout (undici's is 4 s, a load
 // balancer's about 60 s), so the client, not the server, ends it: otherwise a request sent on a

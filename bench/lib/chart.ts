@@ -1,12 +1,13 @@
 /**
- * The chart of docs/performance.md: each configuration's throughput as a fraction of the one-verify
- * ceiling measured in the same run, a tick at its target, and its server CPU per request. Plain SVG
+ * The chart of docs/performance.md: each configuration's throughput as a fraction of its own host's
+ * one-verify ceiling (Express, Fastify or the fetch bridge) measured in the same run, a tick at its
+ * target, and its server CPU per request. The ceilings are drawn at 1.00 with their own req/s. Plain SVG
  * text, no dependency, so `npm run bench -- --svg=docs/performance.svg` writes it from the run.
  */
 
 export interface ChartBar {
   label: string;
-  /** req/s over the ceiling's req/s (the ceiling itself: 1). */
+  /** req/s over its host's ceiling's req/s (a ceiling itself: 1). */
   ratio: number;
   /** The target fraction, drawn as a tick. */
   target?: number;
@@ -29,7 +30,7 @@ export function ceilingChart(bars: readonly ChartBar[], caption: string): string
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, -apple-system, Segoe UI, sans-serif" font-size="13">`,
     `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
-    `<text x="16" y="24" font-size="16" font-weight="600">Signed PUT throughput as a fraction of the one-verify ceiling</text>`,
+    `<text x="16" y="24" font-size="16" font-weight="600">Signed PUT throughput as a fraction of its host's one-verify ceiling</text>`,
     `<text x="16" y="44" fill="#555">${escape(caption)}</text>`,
   ];
   for (const fraction of [0, 0.25, 0.5, 0.75, 1]) {
@@ -56,7 +57,7 @@ export function ceilingChart(bars: readonly ChartBar[], caption: string): string
     }
   });
   parts.push(
-    `<text x="16" y="${height - 10}" fill="#555" font-size="11">Bar: req/s over the ceiling's (median of rounds); tick: target. Ceiling: Express, raw body, canonical form, 1 Ed25519 verify, JSON.parse.</text>`,
+    `<text x="16" y="${height - 10}" fill="#555" font-size="11">Bar: req/s over its host's ceiling (median of rounds); tick: target. Ceiling: raw body, canonical form, 1 Ed25519 verify, JSON.parse.</text>`,
     '</svg>',
   );
   return `${parts.join('\n')}\n`;

@@ -1,11 +1,13 @@
 import type { Request, RequestHandler, Response } from 'express';
-import { ConnectorError, InvalidOptionsError, isMarketplaceError } from '../errors.js';
+import { InvalidOptionsError } from '../errors.js';
 import { createLogger, type Logger } from '../lib/logger.js';
-import type { AccessToken, ConnectorClient, ConnectorResource } from '../connector/client.js';
+import type { ConnectorClient } from '../connector/client.js';
 import { asOptionsObject, optionalFunction, optionalLogger, optionalPositiveNumber, rejectUnknownKeys } from '../lib/options.js';
 import { destroyQuietly, regenerate, save, SESSION_HOWTO, sessionOf, type LiveSession } from './session.js';
 import { answerFailure, type SsoFailure, type SsoFailureHook } from './page.js';
-import { ID_PATTERN } from '../domain/schemas.js';
+import { defaultDashboardUrl, MAX_SSO_SESSION_MS, safeErr, signInSteps, SSO_MESSAGES } from './exchange.js';
+
+export { MAX_SSO_SESSION_MS } from './exchange.js';
 
 /** Options of {@link ssoHandler}. */
 export interface SsoHandlerOptions {
@@ -25,23 +27,6 @@ export interface SsoHandlerOptions {
    */
   onError?: SsoFailureHook;
 }
-
-/** Section 8: the connector's SSO access tokens last 24 hours; a login never outlives that. */
-export const MAX_SSO_SESSION_MS = 24 * 60 * 60 * 1000;
-
-const CODE_PATTERN = /^[A-Za-z0-9._~+/=-]{1,512}$/;
-// The provider routes' id pattern: `.` and `..` would reach the connector as another path.
-const RESOURCE_ID_PATTERN = new RegExp(ID_PATTERN);
-
-const MESSAGES = {
-  notConfigured: 'Single sign-on is not available: the provider has not configured sessions',
-  badCode: 'Missing or malformed "code": open the dashboard from the marketplace again',
-  badResource: 'Missing or malformed "resource_id": open the dashboard from the marketplace again',
-  invalidGrant: 'This sign-in link is invalid, expired or already used: open the dashboard from the marketplace again',
-  noAccess: 'You do not have access to this resource',
-  connectorDown: 'The marketplace could not confirm your sign-in right now; try again in a moment',
-  internal: 'Sign-in failed because of an error on our side; try again in a moment',
-} as const;
 
 /**
  * The provider's `GET /v1/sso` (sections 4.3 and 4.5): the user's browser arrives, unsigned, with a
@@ -73,10 +58,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
   if (typeof connector?.exchangeCode !== 'function' || typeof connector.getResource !== 'function') {
     throw new InvalidOptionsError(`${factory}: option "connector" is required: pass createConnectorClient({ connectorUrl, clientId, clientSecret })`);
   }
-  const exchangeCode = connector.exchangeCode.bind(connector);
-  const getResource = connector.getResource.bind(connector);
-  const dashboardUrl = optionalFunction<(resourceId: string) => string>(factory, raw, 'dashboardUrl')
-    ?? ((id: string) => `/dashboard/${encodeURIComponent(id)}`);
+  const dashboardUrl = optionalFunction<(resourceId: string) => string>(factory, raw, 'dashboardUrl') ?? defaultDashboardUrl;
   const tokenTtlMs = optionalPositiveNumber(factory, raw, 'tokenTtlMs') ?? MAX_SSO_SESSION_MS;
   if (tokenTtlMs > MAX_SSO_SESSION_MS) {
     throw new InvalidOptionsError(`${factory}: option "tokenTtlMs" must be at most ${MAX_SSO_SESSION_MS} (24 h, the lifetime of the connector's SSO tokens)`);
@@ -85,29 +67,7 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
   const logger = createLogger(optionalLogger<Logger>(factory, raw), { component: 'sso' });
   const onError = optionalFunction<SsoFailureHook>(factory, raw, 'onError');
 
-  /** Maps a connector failure to the user's answer; the log line names the cause, never the code or token. */
-  function connectorFailure(answer: (status: number, reason: SsoFailure['reason'], message: string) => void, err: unknown, step: 'exchange' | 'resource check', resourceId: string): void {
-    if (err instanceof ConnectorError) {
-      const context = { resourceId, step, code: err.code, upstreamStatus: err.upstreamStatus };
-      if (err.code === 'ERR_CONNECTOR_INVALID_GRANT') {
-        logger.info(context, 'single sign-on refused: invalid, expired or reused code');
-        answer(401, 'invalid-code', MESSAGES.invalidGrant);
-        return;
-      }
-      if (err.code === 'ERR_CONNECTOR_AUTH' && step === 'exchange') {
-        logger.error(context, 'single sign-on failed: the connector refused the provider\'s client credentials; check connector.clientId and connector.clientSecret (CONNECTOR_CLIENT_ID, CONNECTOR_CLIENT_SECRET)');
-      } else {
-        logger.warn(context, `single sign-on failed at the ${step}: ${err.message}`);
-      }
-      // An exchange that failed is a sign-in that failed (401, as Manifold's acceptance tool expects);
-      // a failed resource check after a good exchange is the connector's fault (502).
-      if (step === 'exchange') answer(401, 'connector', MESSAGES.connectorDown);
-      else answer(502, 'connector', MESSAGES.connectorDown);
-      return;
-    }
-    logger.error({ resourceId, step, err: safeErr(err) }, 'single sign-on failed: unexpected error from the connector client');
-    answer(500, 'internal', MESSAGES.internal);
-  }
+  const signIn = signInSteps({ connector: connector as SsoHandlerOptions['connector'], dashboardUrl, tokenTtlMs, now, logger });
 
   return async function marketplaceSso(req: Request, res: Response): Promise<void> {
     const answer = (status: number, reason: SsoFailure['reason'], message: string): void => answerFailure(req, res, { status, reason, message }, onError);
@@ -124,56 +84,17 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
     const session = sessionOf(req);
     if (session === undefined) {
       logger.error({ code: 'ERR_SSO_SESSION_MISSING' }, `single sign-on: ${SESSION_HOWTO}`);
-      answer(500, 'not-configured', MESSAGES.notConfigured);
+      answer(500, 'not-configured', SSO_MESSAGES.notConfigured);
       return;
     }
     const query = req.query as Record<string, unknown>;
-    const code = query.code;
-    const resourceId = query.resource_id;
-    if (typeof resourceId !== 'string' || !RESOURCE_ID_PATTERN.test(resourceId)) {
-      answer(400, 'bad-request', MESSAGES.badResource);
+    const result = await signIn(query.code, query.resource_id);
+    if (!result.ok) {
+      answer(result.failure.status, result.failure.reason, result.failure.message);
       return;
     }
-    if (typeof code !== 'string' || !CODE_PATTERN.test(code)) {
-      answer(400, 'bad-request', MESSAGES.badCode);
-      return;
-    }
-
-    let token: AccessToken;
-    try {
-      token = await exchangeCode(code);
-    } catch (err) {
-      connectorFailure(answer, err, 'exchange', resourceId);
-      return;
-    }
-
-    let resource: ConnectorResource | undefined;
-    try {
-      resource = await getResource(resourceId, token.accessToken);
-    } catch (err) {
-      connectorFailure(answer, err, 'resource check', resourceId);
-      return;
-    }
-    if (resource === undefined) {
-      logger.warn({ resourceId }, 'single sign-on refused: the connector says the user has no access to this resource');
-      answer(403, 'no-access', MESSAGES.noAccess);
-      return;
-    }
-    if (resource.id !== resourceId) {
-      logger.warn({ resourceId, returnedId: resource.id }, 'single sign-on refused: the connector returned another resource than requested');
-      answer(403, 'no-access', MESSAGES.noAccess);
-      return;
-    }
-
-    let target: string;
-    try {
-      target = dashboardUrl(resourceId);
-      if (typeof target !== 'string' || target.length === 0) throw new TypeError('dashboardUrl must return a non-empty string');
-    } catch (err) {
-      logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: the dashboardUrl option threw or returned no URL');
-      answer(500, 'internal', MESSAGES.internal);
-      return;
-    }
+    const { login, location: target } = result;
+    const resourceId = login.resourceId;
 
     let fresh: LiveSession;
     try {
@@ -181,14 +102,10 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
       fresh = await regenerate(req, session);
     } catch (err) {
       logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: could not regenerate the session (is the session store up?)');
-      answer(500, 'internal', MESSAGES.internal);
+      answer(500, 'internal', SSO_MESSAGES.internal);
       return;
     }
-    fresh.marketplace = {
-      resourceId,
-      accessToken: token.accessToken,
-      expiresAt: Math.min(token.expiresAt, now() + tokenTtlMs),
-    };
+    fresh.marketplace = login;
     try {
       await save(fresh);
     } catch (err) {
@@ -196,17 +113,10 @@ export function ssoHandler(options: SsoHandlerOptions): RequestHandler {
       delete fresh.marketplace;
       await destroyQuietly(fresh);
       logger.error({ resourceId, err: safeErr(err) }, 'single sign-on failed: could not save the session (is the session store up?)');
-      answer(500, 'internal', MESSAGES.internal);
+      answer(500, 'internal', SSO_MESSAGES.internal);
       return;
     }
     logger.info({ resourceId }, 'single sign-on succeeded');
     res.redirect(303, target);
   };
-}
-
-/** Error details for a log line without `cause` chains or extra properties that might carry secrets. */
-function safeErr(err: unknown): { type: string; message: string; code?: string } {
-  if (isMarketplaceError(err)) return { type: err.name, message: err.message, code: err.code };
-  if (err instanceof Error) return { type: err.name, message: err.message };
-  return { type: typeof err, message: 'non-error thrown' };
 }

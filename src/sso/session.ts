@@ -1,19 +1,9 @@
 import type { Request } from 'express';
 import type { Session, SessionData } from 'express-session';
 import { InvalidOptionsError } from '../errors.js';
+import type { MarketplaceSessionData } from './exchange.js';
 
-/**
- * What a marketplace login keeps in the host app's express-session. Server-side only: express-session
- * stores the data in its store and sends the browser nothing but the signed session id.
- */
-export interface MarketplaceSessionData {
-  /** The one resource this session may open. */
-  resourceId: string;
-  /** The connector access token from the SSO exchange. Secret: never put it in a response. */
-  accessToken: string;
-  /** When the login ends (ms since the epoch): the token's expiry, at most 24 h after login. */
-  expiresAt: number;
-}
+export type { MarketplaceSessionData } from './exchange.js';
 
 /** What {@link requireMarketplaceSession} exposes as `res.locals.marketplace` (no token). */
 export interface MarketplaceLocals {

@@ -23,22 +23,29 @@ function sourceFiles(dir: string): string[] {
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'";]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
 /** src-relative file → src-relative files it imports (type-only imports included: they are still a dependency of the design). */
-function importGraph(): Map<string, string[]> {
+function importGraph(): { graph: Map<string, string[]>; packages: Map<string, string[]> } {
   const graph = new Map<string, string[]>();
+  const packages = new Map<string, string[]>();
   for (const file of sourceFiles(SRC)) {
     const text = readFileSync(file, 'utf8');
     const targets: string[] = [];
+    const bare: string[] = [];
     for (const match of text.matchAll(IMPORT)) {
       const spec = match[1] ?? match[2];
-      if (spec === undefined || !spec.startsWith('.')) continue;
+      if (spec === undefined) continue;
+      if (!spec.startsWith('.')) {
+        bare.push(spec);
+        continue;
+      }
       targets.push(relative(SRC, resolve(dirname(file), spec.replace(/\.js$/, '.ts'))));
     }
     graph.set(relative(SRC, file), targets);
+    packages.set(relative(SRC, file), bare);
   }
-  return graph;
+  return { graph, packages };
 }
 
-const graph = importGraph();
+const { graph, packages } = importGraph();
 const layer = (file: string): string => (file.includes('/') ? file.slice(0, file.indexOf('/')) : file);
 
 describe('the layers of src/', () => {
@@ -58,6 +65,28 @@ describe('the layers of src/', () => {
       for (const target of targets) {
         assert.ok(!['provider', 'platform', 'adapters', 'core'].includes(layer(target)), `${file} imports ${target}, a layer above it`);
       }
+    }
+  });
+
+  it('has a core that imports no web framework, directly or through anything it imports', () => {
+    const core = [...graph.keys()].filter((file) => layer(file) === 'core');
+    assert.ok(core.includes('core/provider.ts') && core.includes('core/types.ts'), 'src/core holds createProvider and its types');
+    const frameworks = /^(?:express|express-session|fastify|@fastify\/|hono|next)(?:\/|$)/;
+    // Every file the core reaches, type-only imports included (a Fastify user's type check reads them too).
+    const reached = new Map<string, string>(core.map((file) => [file, file]));
+    const queue = [...core];
+    while (queue.length > 0) {
+      const file = queue.shift()!;
+      for (const target of graph.get(file) ?? []) {
+        if (reached.has(target)) continue;
+        reached.set(target, `${reached.get(file)!} → ${target}`);
+        queue.push(target);
+      }
+    }
+    assert.ok(reached.has('signature/check.ts') && reached.has('sso/exchange.ts'), 'the core reaches the signature check and the sign-in steps');
+    for (const [file, path] of reached) {
+      for (const spec of packages.get(file) ?? []) assert.ok(!frameworks.test(spec), `${path} imports '${spec}'`);
+      assert.ok(!['adapters', 'provider', 'platform'].includes(layer(file)), `the core reaches ${path}, an edge above it`);
     }
   });
 

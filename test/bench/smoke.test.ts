@@ -13,10 +13,14 @@ import { describe, it } from 'node:test';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-function tableRows(stdout: string): string[][] {
-  return stdout
-    .split('\n')
-    .filter((line) => line.startsWith('| ') && !line.startsWith('| # '))
+/** The rows of the markdown table whose header matches `header` (up to the first line that is not a table line). */
+function tableRows(stdout: string, header = /^\| # /): string[][] {
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((line) => header.test(line));
+  if (start < 0) return [];
+  const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'));
+  return lines
+    .slice(start + 2, end < 0 ? undefined : end)
     .map((line) => line.slice(2, -2).split(' | ').map((cell) => cell.trim()));
 }
 
@@ -36,6 +40,10 @@ describe('bench --quick', () => {
     assert.deepEqual(names('2'), [
       'one-verify ceiling: bare Express + raw body + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse',
       'signed PUT, marketplaceRouter + memoryStore',
+      'one-verify ceiling, Fastify 5: raw-body parser + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse',
+      'signed PUT, marketplacePlugin (Fastify 5) + memoryStore',
+      'one-verify ceiling, fetch: Request → Response on @hono/node-server + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse',
+      'signed PUT, provider.fetch (@hono/node-server) + memoryStore',
     ]);
     assert.deepEqual(names('3'), ['signed PUT, marketplaceRouter + sqliteStore (temp file)', 'signed PUT, marketplaceRouter + postgresStore (own schema)']);
     assert.equal(section('4').length, 2);
@@ -43,6 +51,49 @@ describe('bench --quick', () => {
     assert.match(names('4')[1]!, /^memory: [\d,]+ verifications, [\d,]+ live keys rotating/);
     assert.equal(section('5').length, 3);
     assert.ok(names('5').every((name) => /^time per request at [\d,]+ stored resources/.test(name!)));
+    // 6: three levels per SQL store, each after the first against the first; PostgreSQL measured or skipped.
+    assert.equal(section('6').length, 6);
+    for (const [offset, store] of [[0, 'sqliteStore'], [3, 'postgresStore']] as const) {
+      const level = section('6').slice(offset, offset + 3);
+      level.forEach((row, i) => {
+        assert.match(row[1]!, new RegExp(`^time per request at [\\d,]+ stored resources \\(${store}\\)$`));
+        assert.equal(row[5], i === 0 ? '' : 'flat (≤ 1.25)');
+      });
+      if (store === 'postgresStore' && level[0]![6] === 'skipped') {
+        for (const row of level) assert.match(row[2]!, /^skipped: DATABASE_URL/);
+        continue;
+      }
+      assert.equal(level[0]![3], 'reference');
+      for (const row of level) {
+        assert.match(row[2]!, /^[\d,]+ µs\/request \([\d,]+ req\/s at 32 connections\), p50 .+; server CPU [\d,]+ µs\/req/);
+        assert.match(row[4]!, /^\d+\.\d\d$/);
+      }
+      for (const row of level.slice(1)) assert.match(row[3]!, /^[\d,]+ µs at [\d,]+/);
+      if (store === 'postgresStore') for (const row of level) assert.match(row[2]!, /; PostgreSQL backends [\d,]+ µs\/req$/);
+    }
+    // 7: the replay records of each SQL store under a steady load, with the samples behind the verdict.
+    assert.deepEqual(section('7').map((row) => row[1]!.replace(/\d[\d,]*/g, 'N')), [
+      'replay records under N s of signed PATCHes offered at N req/s, TTL N s (sqliteStore)',
+      'replay records under N s of signed PATCHes offered at N req/s, TTL N s (postgresStore)',
+    ]);
+    for (const row of section('7')) {
+      if (row[6] === 'skipped') {
+        assert.match(row[2]!, /^skipped: DATABASE_URL/);
+        continue;
+      }
+      assert.match(row[2]!, /^[\d,]+ replay rows at the end, [\d,]+–[\d,]+ after warm-in \(\d+ s\), (never below|\*\*below\*\*) the floor; replay table at most .+ in the first half after warm-in, .+ in the second \([+−]\d+%\); database .+; [\d,]+ req\/s answered/);
+      assert.match(row[3]!, /^bound: requests sent in the last TTL \+ 60 s/);
+      assert.match(row[4]!, /^\d+\.\d\d$/);
+      assert.equal(row[5], '≤ 1.00, rows ≥ floor; table flat (≤ +10%)');
+      assert.match(row[6]!, /^(met|\*\*MISSED\*\* \(.+\))$/);
+      const store = /\((\w+)\)$/.exec(row[1]!)![1]!;
+      assert.match(run.stdout, new RegExp(`^Soak samples, ${store} \\(7;`, 'm'));
+    }
+    const samples = tableRows(run.stdout, /^\| t \(s\) +\| req\/s +\| replay rows +\| floor +\| bound +\| replay table +\| file \+ WAL +\|/);
+    assert.ok(samples.length >= 4, `the SQLite soak's samples: ${samples.length}`);
+    for (const sample of samples) assert.match(sample.slice(0, 5).join(' '), /^[\d.]+ [\d,]+ [\d,]+( ↓)? [\d,]+ [\d,]+$/);
+    assert.match(run.stdout, /^- Scale runs: /m);
+    assert.match(run.stdout, /^- Soak: /m);
 
     for (const row of rows) {
       assert.equal(row.length, 7, `a row with 7 cells: ${row.join(' | ')}`);
@@ -50,16 +101,19 @@ describe('bench --quick', () => {
     }
     // Every ratio is a number taken against a baseline measured in the same run.
     for (const row of [...section('1'), ...section('2'), section('3')[0]!, ...section('5')]) assert.match(row[4]!, /^\d+\.\d\d$/);
-    // The ceiling against bare Express; every store against the ceiling, with its target.
+    // The Express ceiling against bare Express, the Fastify and fetch ceilings against Express's;
+    // every adapter against its own host's ceiling, with its target.
     assert.match(section('2')[0]![3]!, /^bare Express [\d,]+ req\/s/);
-    assert.match(section('2')[1]![3]!, /^one-verify ceiling [\d,]+ req\/s/);
-    assert.deepEqual([section('2')[1]![5], section('3')[0]![5], section('3')[1]![5]], ['≥ 0.9', '≥ 0.6', '≥ 0.5']);
-    assert.match(section('2')[1]![2]!, /server CPU [\d,]+ µs\/req/);
+    for (const row of [1, 2, 4]) assert.match(section('2')[row]![3]!, /^Express ceiling [\d,]+ req\/s/);
+    assert.match(section('2')[3]![3]!, /^Fastify ceiling [\d,]+ req\/s/);
+    assert.match(section('2')[5]![3]!, /^fetch ceiling [\d,]+ req\/s/);
+    assert.match(section('3')[0]![3]!, /^Express ceiling [\d,]+ req\/s/);
+    assert.deepEqual([section('2')[1]![5], section('2')[3]![5], section('2')[5]![5], section('3')[0]![5], section('3')[1]![5]], ['≥ 0.95', '≥ 0.9', '≥ 0.9', '≥ 0.6', '≥ 0.5']);
+    for (const row of section('2')) assert.match(row[2]!, /server CPU [\d,]+ µs\/req/);
     // The chart the docs show, written by the same run.
     const chart = readFileSync(svg, 'utf8');
     assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
-    assert.match(chart, /one-verify ceiling/);
-    assert.match(chart, /memoryStore/);
+    for (const label of ['Express ceiling', 'Express · memoryStore', 'Fastify ceiling', 'Fastify · memoryStore', 'fetch ceiling', 'fetch · memoryStore']) assert.match(chart, new RegExp(label));
     assert.match(section('4')[0]![2]!, /B\/resource/);
     assert.match(section('4')[1]![2]!, /endorsement cache max [\d,]+ \/ capacity [\d,]+/);
     // The postgres row is measured or says why not; either way it is there.

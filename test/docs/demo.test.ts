@@ -8,13 +8,16 @@ const run = promisify(execFile);
 const root = new URL('../..', import.meta.url).pathname;
 
 describe('npm run demo', () => {
-  it('prints a report without JSON log lines, marks checks not made, and points at the code', async () => {
+  it('runs the suite on every host (express, fastify, fetch), prints a report without JSON log lines, marks checks not made, and points at the code', async () => {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', join(root, 'examples', 'demo.ts')], { cwd: root, timeout: 300_000, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1' } });
     const jsonLines = stdout.split('\n').filter((line) => line.trimStart().startsWith('{"level"'));
     assert.deepEqual(jsonLines, []);
     assert.match(stdout, /provision\.conflict-product\): NOT CHECKED/);
     assert.doesNotMatch(stdout, /PASS {2}the same id with another product conflicts/);
-    assert.match(stdout, /Demo: sync passed .* async passed/);
-    assert.match(stdout, /What ran:[\s\S]*examples\/provider-app\.ts[\s\S]*src\/provider\/router\.ts/);
+    for (const adapter of ['express', 'fastify', 'fetch']) {
+      for (const mode of ['sync', 'async']) assert.match(stdout, new RegExp(`^=== ${adapter} ${mode}: the example provider on ${adapter} `, 'm'));
+    }
+    assert.match(stdout, /^Demo: express: sync passed \(\d+\/\d+\), async passed \(\d+\/\d+\); fastify: sync passed \(\d+\/\d+\), async passed \(\d+\/\d+\); fetch: sync passed \(\d+\/\d+\), async passed \(\d+\/\d+\);/m);
+    assert.match(stdout, /What ran:[\s\S]*examples\/provider-app\.ts[\s\S]*examples\/hosts\.ts[\s\S]*src\/core\/[\s\S]*src\/adapters\//);
   });
 });

@@ -1,6 +1,5 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import type { Express } from 'express';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { createSigner } from '../../src/testkit/signer.js';
 
@@ -12,7 +11,12 @@ export interface Running {
   close(): Promise<void>;
 }
 
-export async function listen(app: Express): Promise<Running> {
+/** Anything that listens as Express's app does (the example provider offers it on every host). */
+export interface Listenable {
+  listen(port: number, host: string, callback?: () => void): Server;
+}
+
+export async function listen(app: Listenable): Promise<Running> {
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import express from 'express';
 import { createHealthCheck, marketplaceRouter, memoryStore } from '../../src/index.js';
 import { createOutbox } from '../../src/outbox/index.js';
-import { createUsageLedger } from '../../src/provider/usage.js';
+import { createUsageLedger } from '../../src/core/usage.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { storeConformance, type TestCaseContext } from '../../src/testkit/index.js';
 import type { DeliveryStore, EntityReads, HealthProbeStore, OperationStore, Store, UsageLedgerStore, UsageStore } from '../../src/store/types.js';

@@ -42,7 +42,7 @@ describe('acceptance re-runs against one running provider that answers 202 and c
   });
 
   /** The provider's outbox is empty: nothing is left retrying (a completing delivery goes in a moment). */
-  const outboxDrained = () => waitFor('an empty outbox', async () => (await provider.router.store.listDeliveries!()).length === 0);
+  const outboxDrained = () => waitFor('an empty outbox', async () => (await provider.marketplace.store.listDeliveries!()).length === 0);
 
   const run = (connector: FakeConnector): Promise<AcceptanceReport> =>
     runAcceptance({ url: target.url, masterPrivateKey: master.privateKey, ...SETTINGS, ...CLIENT, connector, callbackTimeoutMs: 30_000 });

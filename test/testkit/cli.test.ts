@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Server } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,11 +71,10 @@ function cliLive(args: string[], cwd: string, env: Record<string, string> = {}, 
 }
 
 /** An app that listens on a port chosen beforehand, once told to. */
-async function listenOn(app: (req: IncomingMessage, res: ServerResponse) => void, port: number): Promise<{ close(): Promise<void> }> {
-  const server = createServer(app);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => resolve());
+async function listenOn(app: Pick<ProviderApp['app'], 'listen'>, port: number): Promise<{ close(): Promise<void> }> {
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = app.listen(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
   });
   return {
     close: () => new Promise<void>((resolve) => {
@@ -346,7 +345,7 @@ describe('embedded-marketplace CLI', () => {
           const report = JSON.parse(readFileSync(join(dir, `rerun-${attempt}.json`), 'utf8')) as AcceptanceReport;
           assert.deepEqual(report.callbacks.unacknowledged, []);
           assert.ok(report.callbacks.expected >= 8);
-          await waitFor('an empty outbox', async () => (await provider.router.store.listDeliveries!()).length === 0);
+          await waitFor('an empty outbox', async () => (await provider.marketplace.store.listDeliveries!()).length === 0);
         }
       } finally {
         await target.close();
