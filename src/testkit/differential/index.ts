@@ -135,6 +135,8 @@ export async function checkDifferential(options: DifferentialOptions): Promise<D
     const property = fc.asyncProperty(sequenceArbitrary(shape), async (commands) => {
       if (failures > 0 && ++shrinks > maxShrinks) return; // shrinking budget spent: keep the smallest found
       const ids = runIds(`d${(run++).toString(36)}${randomBytes(3).toString('hex')}`);
+      // Long local runs say how far they got.
+      if (failures === 0 && run % 250 === 0) log(`differential: ${run} of ${numRuns} runs so far (${Math.round((performance.now() - started) / 1000)} s)`);
       const steps = compile(commands, shape, ids);
       const model = runModel(steps, ids, shape);
       const expected = render(model, ids, steps);
