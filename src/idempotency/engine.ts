@@ -558,7 +558,9 @@ export class OperationEngine {
     const key = `${target.entity}:${target.id}`;
     await this.#markingPending.get(key)?.catch(() => undefined);
     const operation = await store.getOperation(key);
-    if (operation === undefined || operation.state !== 'pending') {
+    // Past its deadline a pending operation is abandoned (a repeat may start it afresh, and the
+    // callback could no longer be delivered): completing it would change state nobody waits for.
+    if (operation === undefined || operation.state !== 'pending' || (operation.deadlineAt !== undefined && operation.deadlineAt <= clock.now())) {
       throw new NotFoundError(
         `No pending operation for ${target.entity} ${target.id} (completed already, past its deadline, or its resource was deprovisioned)`,
         'ERR_OPERATION_NOT_PENDING',

@@ -86,6 +86,22 @@ describe('long-running operations with callbacks', () => {
     assert.equal(after.status, 201);
   });
 
+  it('refuses to complete an operation abandoned past its 24 h deadline, and changes nothing', async () => {
+    let offset = 0;
+    const late = await setup(fake, fakeServer, { now: () => Date.now() + offset });
+    try {
+      const id = newId();
+      const callbackId = newId('c');
+      assert.equal((await late.client.send(late.target, 'PUT', `/v1/resources/${id}`, body(id), callbackHeaders(callbackId))).status, 202);
+      offset = 24 * 60 * 60 * 1000 + 1;
+      await assert.rejects(late.router.complete({ entity: 'resource', id }, { state: 'done' }), { code: 'ERR_OPERATION_NOT_PENDING' });
+      assert.equal(await late.router.store.getResource(id), undefined);
+      assert.deepEqual((await late.router.store.listDeliveries!()).filter((d) => d.callbackId === callbackId), []);
+    } finally {
+      await late.close();
+    }
+  });
+
   it('changes plan, provisions credentials (values in the callback) and deprovisions asynchronously', async () => {
     const id = newId();
     const create = newId('c');

@@ -94,11 +94,11 @@ interface Delivery { callbackId: string; payload: Record<string, unknown>; creat
  */
 export const KNOWN_DIFFERENCES = Object.freeze({
   /**
-   * `complete()` of a pending operation past its 24 h deadline: docs/idempotency.md and the
-   * method's own comment say it rejects with ERR_OPERATION_NOT_PENDING ("abandoned after its 24 h
-   * deadline"); the engine completes it (mutation and callback) as long as no repeat replaced it.
+   * `complete()` of a pending operation past its 24 h deadline: refused with
+   * ERR_OPERATION_NOT_PENDING, as docs/idempotency.md says (the property found the engine
+   * accepting it; fixed). Kept as a switch so a regression can be told from a model error.
    */
-  lateCompleteAccepted: true,
+  lateCompleteAccepted: false,
 });
 
 /** The known differences in force, one line each, for the run's log. */
