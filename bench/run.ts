@@ -63,7 +63,8 @@ const VERIFY_TARGET = 0.85;
  * rounds: on the memory store the Express adapter, Fastify plugin and fetch handler; on the SQL
  * stores the Express adapter.
  */
-const CEILING_TARGETS = { memory: 0.95, fastify: 0.9, fetch: 0.9, sqlite: 0.6, postgres: 0.5 } as const;
+// The stores' targets are issue 19's (SQLite 0.85, PostgreSQL 0.7), the adapters' issue 18's.
+const CEILING_TARGETS = { memory: 0.95, fastify: 0.9, fetch: 0.9, sqlite: 0.85, postgres: 0.7 } as const;
 const CEILING_NAME = 'one-verify ceiling: bare Express + raw body + canonical form + 1 Ed25519 verify (thread pool) + JSON.parse';
 const BASELINES: ReadonlySet<ServerMode> = new Set(['bare', 'ceiling', 'fastify-ceiling', 'fetch-ceiling']);
 const isBaseline = (mode: ServerMode): boolean => BASELINES.has(mode);
