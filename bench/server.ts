@@ -136,11 +136,12 @@ async function serverFor(params: StartParams): Promise<Server> {
       app.put('/v1/resources/:id', fastifyCeiling(canonicalRequest, countHandled));
       await app.ready();
       release = () => app.close();
-      return createServer(handler!);
+      return createServer(handler);
     }
     case 'fetch-ceiling': {
       const { getRequestListener } = await import('@hono/node-server');
-      return createServer(getRequestListener(fetchCeiling(canonicalRequest, countHandled)));
+      const listener = getRequestListener(fetchCeiling(canonicalRequest, countHandled));
+      return createServer((req, res) => void listener(req, res));
     }
     case 'fastify': {
       const [{ default: Fastify }, { marketplacePlugin }] = await Promise.all([import('fastify'), dist<typeof FastifyAdapter>('adapters/fastify.js')]);
@@ -150,13 +151,14 @@ async function serverFor(params: StartParams): Promise<Server> {
       await app.ready();
       // The plugin closes the provider (outbox, store) from Fastify's onClose.
       release = () => app.close();
-      return createServer(handler!);
+      return createServer(handler);
     }
     case 'fetch': {
       const [{ getRequestListener }, { createProvider }] = await Promise.all([import('@hono/node-server'), dist<typeof Root>('index.js')]);
       const provider = createProvider(providerOptions(await openStore(params), params.masterPublicKey));
       release = () => provider.close();
-      return createServer(getRequestListener((request) => provider.fetch(request)));
+      const listener = getRequestListener((request) => provider.fetch(request));
+      return createServer((req, res) => void listener(req, res));
     }
     default: {
       const store = await openStore(params);

@@ -241,7 +241,9 @@ export async function fetchHost(s: HostSettings): Promise<ExampleHost> {
   app.get('/example/handler-calls', (c) => c.json(s.calls));
   // Everything else: the marketplace's signed routes, measures and /v1/sso, or the provider's JSON 404.
   app.all('*', (c) => provider.fetch(c.req.raw));
-  const server = createServer(getRequestListener(app.fetch));
+  const listener = getRequestListener(app.fetch);
+  // The bridge answers through `res` and settles its promise itself; nothing to await here.
+  const server = createServer((req, res) => void listener(req, res));
 
   return {
     listen: nodeListener(server),

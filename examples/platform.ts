@@ -55,7 +55,7 @@ function shutdown(signal: string): void {
   stopping = true;
   console.log(`example platform: ${signal}, finishing requests in flight`);
   server.close(() => {
-    closeStores().finally(() => process.exit(0));
+    void closeStores().finally(() => process.exit(0));
   });
   server.closeIdleConnections();
 }

@@ -148,7 +148,7 @@ async function openSessionStore(spec: string): Promise<session.Store> {
   return new session.MemoryStore();
 }
 
-export async function createProviderApp(env: ExampleEnv = process.env as ExampleEnv, options: { logger?: Logger; registry?: Registry } = {}): Promise<ProviderApp> {
+export async function createProviderApp(env: ExampleEnv = process.env, options: { logger?: Logger; registry?: Registry } = {}): Promise<ProviderApp> {
   // Checked before anything is opened: a mistyped host stops the start at once.
   const adapter = exampleAdapter(env.EXAMPLE_ADAPTER);
   const registry = options.registry ?? new Registry();

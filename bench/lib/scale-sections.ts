@@ -331,7 +331,7 @@ export async function soakSection(ctx: SectionContext): Promise<void> {
       if (soak.problem === undefined) soak.handled = (await soak.server!.call<Counters>('settle')).handled;
     }
   } finally {
-    await Promise.all(soaks.flatMap((soak) => [soak.load?.close(), soak.server?.close(60_000)]));
+    await Promise.all(soaks.flatMap((soak) => [soak.load?.close(), soak.server?.close(60_000)]).filter((closing) => closing !== undefined));
   }
 
   for (const soak of soaks) report(ctx, plan, soak, name(soak.label), keep);

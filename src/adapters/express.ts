@@ -6,10 +6,9 @@
  */
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { InvalidOptionsError, isMarketplaceError } from '../errors.js';
-import { asOptionsObject } from '../lib/options.js';
+import { asOptionsObject, optionalFunction, rejectUnknownKeys } from '../lib/options.js';
 import type { Completion } from '../domain/handlers.js';
 import type { HealthReport } from '../observability/health-check.js';
-import type { OperationKind } from '../domain/records.js';
 import type { OperationRecord, Store } from '../store/types.js';
 import { sentOnceEach } from '../signature/check.js';
 import { acceptRequest } from '../signature/middleware.js';
@@ -17,7 +16,7 @@ import { ssoHandler, type SsoFailureHook } from '../sso/index.js';
 import { errorAnswer, methodNotAllowed, writeAnswer } from '../core/answer.js';
 import { composeProvider } from '../core/compose.js';
 import { ProviderCore, requestIdOf } from '../core/provider.js';
-import { clientError, type RoutePattern } from '../core/routes.js';
+import { actionOf, clientError, type RoutePattern } from '../core/routes.js';
 import type { CommonProviderOptions, CompletionTarget, CoreAnswer } from '../core/types.js';
 import type { RecordUsageOptions } from '../core/usage.js';
 
@@ -100,19 +99,28 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
   if (ssoOption !== undefined && typeof ssoOption !== 'boolean' && (typeof ssoOption !== 'object' || ssoOption === null)) {
     throw new InvalidOptionsError(`${FACTORY}: option "sso" must be true, false or { dashboardUrl, onError }`);
   }
+  const ssoOn = ssoOption !== undefined && ssoOption !== false;
+  // Checked before anything starts (the callback worker's timer).
+  if (ssoOn && raw.connector === undefined) throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
+  if (typeof ssoOption === 'object') {
+    const name = `${FACTORY}: option "sso"`;
+    const sso = asOptionsObject(name, ssoOption);
+    rejectUnknownKeys(name, sso, ['dashboardUrl', 'onError']);
+    optionalFunction(name, sso, 'dashboardUrl');
+    optionalFunction(name, sso, 'onError');
+  }
   const parts = composeProvider(FACTORY, options, ['sso']);
   const core = new ProviderCore(parts, { ssoOff: SSO_OFF });
   const { logger, signature, connector } = parts;
   const log = core.log;
 
   /**
-   * Everything under /v1/resources and /v1/credentials is verified before any route, so an unsigned
-   * request gets a 401 whatever the path; a verified one goes on with `req.body`, `req.rawBody` and
-   * `req.marketplaceSignature` set (to our routes, or to the host app's when it is none of them).
+   * Verifies the request, then `then(body)` with `req.body`, `req.rawBody` and
+   * `req.marketplaceSignature` set; a refusal is answered here.
    */
-  function verify(req: Request, res: Response, next: NextFunction): void {
+  function verify(req: Request, res: Response, next: NextFunction, path: string, then: (req: Request, res: Response, next: NextFunction) => void): void {
     const method = req.method;
-    if (log.enabled()) log.watch(res, method, signedPath(req), req.headers['x-callback-id'], requestIdOf(req), lockedCode);
+    if (log.enabled()) log.watch(res, method, path, req.headers['x-callback-id'], requestIdOf(req), lockedCode);
     const headers = req.headers;
     const onceEach = sentOnceEach(req);
     signature.check({ method, url: req.originalUrl, headers, onceEach, distinct: onceEach ? undefined : req.headersDistinct, body: { stream: req } }, (failure, accepted) => {
@@ -126,52 +134,52 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
         answer(res, errorAnswer(error, logger), method, next);
         return;
       }
-      next();
+      then(req, res, next);
     });
   }
 
-  /** The handler of one route and method: the request as plain data into the core, its answer out. */
-  function serving(route: Exclude<RoutePattern, '/v1/sso'>, action: OperationKind | 'measures'): RequestHandler {
-    return function marketplaceRoute(req, res, next): void {
+  /**
+   * One route: verified first (an unsigned request gets 401 whatever its method), then its action
+   * for the method (HEAD as GET), or a JSON 405 listing the route's methods. One handler for all
+   * methods: Express matches the route once and dispatches no further.
+   */
+  function serving(route: Exclude<RoutePattern, '/v1/sso'>): RequestHandler {
+    const refusal = methodNotAllowed(route);
+    function act(req: Request, res: Response, next: NextFunction): void {
+      const method = req.method;
+      const action = actionOf(route, method);
+      if (action === undefined) {
+        answer(res, refusal, method, next);
+        return;
+      }
       const url = req.url;
       const mark = url.indexOf('?');
       const params = req.params as Record<string, string | undefined>;
       void core.serve(route, action, params.id ?? '', mark === -1 ? '' : url.slice(mark + 1), req.headers, req.body, req.marketplaceSignature, requestIdOf(req))
-        .then((done) => answer(res, done, req.method, next));
-    };
-  }
-
-  function refusing(route: RoutePattern): RequestHandler {
-    const refusal = methodNotAllowed(route);
-    return function marketplaceMethodNotAllowed(req, res, next): void {
-      answer(res, refusal, req.method, next);
+        .then((done) => answer(res, done, method, next));
+    }
+    return function marketplaceRoute(req: Request, res: Response, next: NextFunction): void {
+      const url = req.url;
+      const mark = url.indexOf('?');
+      verify(req, res, next, mark === -1 ? url : url.slice(0, mark), act);
     };
   }
 
   const router = makeRouter() as MarketplaceRouter;
-  router.use(['/v1/resources', '/v1/credentials'], verify);
-  router.route('/v1/resources/:id')
-    .put(serving('/v1/resources/:id', 'provision'))
-    .patch(serving('/v1/resources/:id', 'changePlan'))
-    .delete(serving('/v1/resources/:id', 'deprovision'))
-    .all(refusing('/v1/resources/:id'));
-  router.route('/v1/resources/:id/measures')
-    .get(serving('/v1/resources/:id/measures', 'measures'))
-    .all(refusing('/v1/resources/:id/measures'));
-  router.route('/v1/credentials/:id')
-    .put(serving('/v1/credentials/:id', 'provisionCredentials'))
-    .delete(serving('/v1/credentials/:id', 'deprovisionCredentials'))
-    .all(refusing('/v1/credentials/:id'));
+  router.all('/v1/resources/:id', serving('/v1/resources/:id'));
+  router.all('/v1/resources/:id/measures', serving('/v1/resources/:id/measures'));
+  router.all('/v1/credentials/:id', serving('/v1/credentials/:id'));
+  // Everything else under /v1/resources and /v1/credentials is verified too (an unsigned request
+  // gets 401 whatever the path), then left to the host app with what verifySignature leaves.
+  router.use(['/v1/resources', '/v1/credentials'], function marketplaceSigned(req: Request, res: Response, next: NextFunction): void {
+    verify(req, res, next, signedPath(req), passOn);
+  });
 
   const ssoRoute = router.route('/v1/sso').all(function marketplaceSsoLog(req: Request, res: Response, next: NextFunction): void {
     if (log.enabled()) log.watch(res, req.method, '/v1/sso', req.headers['x-callback-id'], requestIdOf(req), lockedCode);
     next();
   });
-  if (ssoOption !== undefined && ssoOption !== false) {
-    if (connector === undefined) {
-      void parts.close();
-      throw new InvalidOptionsError(`${FACTORY}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
-    }
+  if (ssoOn && connector !== undefined) {
     const sso = ssoOption === true ? {} : ssoOption as SsoOptions;
     ssoRoute.get(ssoHandler({
       connector, logger, now: parts.clock.now,
@@ -206,6 +214,10 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
   router.health = parts.health;
   router.close = parts.close;
   return router;
+}
+
+function passOn(_req: Request, _res: Response, next: NextFunction): void {
+  next();
 }
 
 /** Writes an answer; should writing itself fail, the host app's error handlers get it. */

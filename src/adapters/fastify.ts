@@ -341,7 +341,7 @@ function routes(fastify: FastifyInstance, core: ProviderCore, sso: SsoSettings |
 type RouteHandler = (request: FastifyRequest, reply: FastifyReply) => void | Promise<void>;
 
 /** `[vV]1` for `v1`: a segment in any case, as a regular expression. */
-const anyCase = (word: string): string => [...word].map((c) => (/[a-z]/.test(c) ? `[${c}${c.toUpperCase()}]` : c)).join('');
+const anyCase = (word: string): string => word.replace(/[a-z]/g, (c) => `[${c}${c.toUpperCase()}]`);
 const VERSION = `:marketplaceVersion(^${anyCase('v1')}$)`;
 const COLLECTION = `:marketplaceCollection(^(?:${anyCase('resources')}|${anyCase('credentials')}|${anyCase('sso')})$)`;
 const MEASURES = `:marketplaceMeasures(^${anyCase('measures')}$)`;
@@ -367,7 +367,7 @@ function readSsoOption(value: unknown): FastifySsoOptions | undefined {
   if (value === undefined || value === false) return undefined;
   if (value === true) return {};
   if (typeof value !== 'object' || value === null) throw new InvalidOptionsError(`${FACTORY}: option "sso" must be true, false or { dashboardUrl, session, onError }`);
-  return value as FastifySsoOptions;
+  return value;
 }
 
 function ssoSettings(options: FastifySsoOptions, parts: ProviderParts): SsoSettings {
@@ -476,7 +476,7 @@ function sessionOf(request: FastifyRequest): FastifySession | undefined {
   const session = (request as FastifyRequest & { session?: unknown }).session;
   if (typeof session !== 'object' || session === null) return undefined;
   const s = session as Partial<Record<'regenerate' | 'save' | 'destroy', unknown>>;
-  return typeof s.regenerate === 'function' && typeof s.save === 'function' && typeof s.destroy === 'function' ? session as FastifySession : undefined;
+  return typeof s.regenerate === 'function' && typeof s.save === 'function' && typeof s.destroy === 'function' ? session : undefined;
 }
 
 const settle = (step: (callback: (error?: unknown) => void) => void): Promise<void> =>

@@ -18,6 +18,7 @@ import { DEFAULT_TOLERANCE_MS } from '../signature/verifier.js';
 import { memoryStore } from '../store/memory.js';
 import type { Store } from '../store/types.js';
 import type { Catalog, ProviderHandlers, ValidateHook } from '../domain/handlers.js';
+import { checkCatalog } from '../domain/catalog.js';
 import { createUsageLedger, usageGraceOption } from './usage.js';
 import type { CommonProviderOptions, ConnectorOptions } from './types.js';
 
@@ -184,6 +185,7 @@ function parseCatalog(FACTORY: string, value: unknown): Catalog | undefined {
     if (regions !== undefined && (!Array.isArray(regions) || regions.some((r) => typeof r !== 'string'))) throw new InvalidOptionsError(`${FACTORY}: catalog.${product}.regions must be an array of region names`);
     catalog[product] = { plans: [...(plans as string[])], ...(regions === undefined ? {} : { regions: [...(regions as string[])] }) };
   }
+  checkCatalog(catalog, FACTORY);
   return catalog;
 }
 

@@ -7,7 +7,8 @@
  *   `request.raw`/`reply.raw` included), `provider.fetch(request)` for Web hosts;
  * - step by step, with the framework routing our paths (see adapters/express.ts): `core.log.watch`
  *   (the log line and metrics), `core.parts.signature.check` (body bytes from a stream, bytes or a
- *   reader), `core.parseBody`, `core.serve(route, action, id, query, headers, body, verified, reqId)`,
+ *   reader; or `core.verifyRequest(input)` for both in one promise), `core.parseBody`,
+ *   `core.serve(route, action, id, query, headers, body, verified, reqId)`,
  *   `core.answerSso(...)`, then `writeAnswer(res, answer, method)` or `toResponse(answer, method)`.
  */
 export { createProvider, coreOf, providerOf, ProviderCore, requestIdOf } from './provider.js';
@@ -16,4 +17,6 @@ export { errorAnswer, fromEngine, methodNotAllowed, toResponse, writeAnswer, ans
 export { actionOf, ALLOW, decodePathId, matchPath, parseQuery, routeLabel, type PathMatch, type RouteAction, type RoutePattern } from './routes.js';
 export { RequestLog } from './observe.js';
 export type { SsoAnswer, SsoRequest } from './sso.js';
+export { sentOnceEach, type Accepted, type SignedBody, type SignedInput } from '../signature/check.js';
+export { signInSteps, type MarketplaceSessionData, type SignInResult } from '../sso/exchange.js';
 export type * from './types.js';

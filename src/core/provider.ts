@@ -3,7 +3,7 @@ import { BadRequestError, InvalidOptionsError } from '../errors.js';
 import type { OperationCall } from '../idempotency/operations.js';
 import { truncateForLog } from '../lib/logger.js';
 import { asOptionsObject } from '../lib/options.js';
-import { parseJsonBody, sentOnceEach, type Accepted } from '../signature/check.js';
+import { parseJsonBody, sentOnceEach, type Accepted, type SignedInput } from '../signature/check.js';
 import type { VerifiedRequest } from '../signature/verifier.js';
 import { validatePathId } from '../domain/schemas.js';
 import type { Completion } from '../domain/handlers.js';
@@ -69,7 +69,6 @@ export class ProviderCore {
         requestId: requestSignature(headers),
         reqId,
       };
-      // One call: a refusal from validation is recorded against the signature like any answer.
       return fromEngine(await engine.handle(call));
     } catch (error) {
       return errorAnswer(error, logger);
@@ -93,6 +92,26 @@ export class ProviderCore {
     return this.sso.answer(request).catch((error: unknown) => errorAnswer(error, this.parts.logger));
   }
 
+  /**
+   * The signature check and the JSON body in one promise, for adapters that are not in a hurry for
+   * callbacks: what was verified and the parsed body, or the answer of the refusal.
+   */
+  verifyRequest(input: SignedInput): Promise<{ accepted: Accepted; body: unknown } | CoreAnswer> {
+    return new Promise((resolve) => {
+      this.parts.signature.check(input, (failure, accepted) => {
+        if (accepted === undefined) {
+          resolve(errorAnswer(failure, this.parts.logger));
+          return;
+        }
+        try {
+          resolve({ accepted, body: this.parseBody(input.headers, accepted) });
+        } catch (error) {
+          resolve(errorAnswer(error, this.parts.logger));
+        }
+      });
+    });
+  }
+
   /** The verified body as JSON (undefined when empty). @throws MarketplaceError 400/415. */
   parseBody(headers: CoreHeaders, accepted: Accepted): unknown {
     return accepted.raw.length === 0 ? undefined : parseJsonBody(single(headers['content-type']), single(headers['content-encoding']), accepted.raw);
@@ -110,14 +129,14 @@ export class ProviderCore {
     const match = relative === undefined ? undefined : matchPath(relative);
     if (match === undefined) {
       if (next !== undefined) next();
-      else writeAnswer(res, NOT_FOUND, method);
+      else writeSafely(res, NOT_FOUND, method, next);
       return;
     }
     const query = mark === -1 ? '' : url.slice(mark + 1);
     const reqId = requestIdOf(req);
     this.log.watch(res, method, relative!, req.headers['x-callback-id'], reqId);
     if (match.type === 'sso') {
-      this.#nodeSso(req, res, method, query);
+      this.#nodeSso(req, res, method, query, next);
       return;
     }
     const headers = req.headers;
@@ -125,20 +144,20 @@ export class ProviderCore {
     const original = (req as { originalUrl?: string }).originalUrl ?? url;
     this.parts.signature.check({ method, url: original, headers, onceEach, distinct: onceEach ? undefined : req.headersDistinct, body: { stream: req } }, (failure, accepted) => {
       if (accepted === undefined) {
-        writeAnswer(res, errorAnswer(failure, this.parts.logger), method);
+        writeSafely(res, errorAnswer(failure, this.parts.logger), method, next);
         return;
       }
       let body: unknown;
       try {
         body = this.parseBody(headers, accepted);
       } catch (error) {
-        writeAnswer(res, errorAnswer(error, this.parts.logger), method);
+        writeSafely(res, errorAnswer(error, this.parts.logger), method, next);
         return;
       }
       if (match.type === 'signed') {
         // Verified, but none of our routes: the host app's, with what verifySignature leaves.
         if (next === undefined) {
-          writeAnswer(res, NOT_FOUND, method);
+          writeSafely(res, NOT_FOUND, method, next);
           return;
         }
         const carrier = req as IncomingMessage & { rawBody?: Buffer; body?: unknown; marketplaceSignature?: VerifiedRequest };
@@ -149,19 +168,20 @@ export class ProviderCore {
         return;
       }
       const answer = this.serveMatched(match, method, query, headers, body, accepted.verified, reqId);
-      if (answer instanceof Promise) void answer.then((done) => writeAnswer(res, done, method));
-      else writeAnswer(res, answer, method);
+      if (answer instanceof Promise) void answer.then((done) => writeSafely(res, done, method, next));
+      else writeSafely(res, answer, method, next);
     });
   }
 
-  #nodeSso(req: IncomingMessage, res: ServerResponse, method: string, query: string): void {
+  #nodeSso(req: IncomingMessage, res: ServerResponse, method: string, query: string, next: ((error?: unknown) => void) | undefined): void {
     const secure = (req.socket as { encrypted?: boolean } | null)?.encrypted === true;
     const answer = this.answerSso({ method, query, headers: req.headers, secure, webRequest: () => webRequestOf(req, secure) });
     if (!(answer instanceof Promise)) {
-      writeAnswer(res, answer, method);
+      writeSafely(res, answer, method, next);
       return;
     }
-    void answer.then((done) => (done instanceof Response ? writeResponse(res, done) : writeAnswer(res, done, method)));
+    void answer.then((done) => (done instanceof Response ? writeResponse(res, done) : writeSafely(res, done, method, next)))
+      .catch((error: unknown) => fail(res, error, next));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -177,7 +197,7 @@ export class ProviderCore {
     const headers = headerRecord(request.headers, url.host);
     const watched = this.log.start(method, relative!, headers['x-callback-id'], undefined);
     const answer = await this.#fetchAnswer(request, match, method, url, headers);
-    if (watched !== undefined) this.log.finish(watched, answer instanceof Response ? answer.status : answer.status, answer instanceof Response ? undefined : answer.code);
+    if (watched !== undefined) this.log.finish(watched, answer.status, answer instanceof Response ? undefined : answer.code);
     return answer instanceof Response ? answer : toResponse(answer, method);
   }
 
@@ -186,18 +206,10 @@ export class ProviderCore {
     if (match.type === 'sso') return this.answerSso({ method, query, headers, secure: url.protocol === 'https:', webRequest: () => request });
     // Read only once the header checks passed; `request.body` is not touched before (see readWebBody).
     const body = { read: (limit: number, timeoutMs: number) => readWebBody(request, limit, timeoutMs) };
-    const accepted = await new Promise<Accepted | CoreAnswer>((resolve) => {
-      this.parts.signature.check({ method, url: url.pathname + url.search, headers, onceEach: false, body }, (failure, ok) => resolve(ok ?? errorAnswer(failure, this.parts.logger)));
-    });
-    if (!('verified' in accepted)) return accepted;
-    let parsed: unknown;
-    try {
-      parsed = this.parseBody(headers, accepted);
-    } catch (error) {
-      return errorAnswer(error, this.parts.logger);
-    }
+    const verified = await this.verifyRequest({ method, url: url.pathname + url.search, headers, onceEach: false, body });
+    if (!('accepted' in verified)) return verified;
     if (match.type === 'signed') return NOT_FOUND;
-    return this.serveMatched(match, method, query, headers, parsed, accepted.verified, undefined);
+    return this.serveMatched(match, method, query, headers, verified.body, verified.accepted.verified, undefined);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -250,14 +262,11 @@ export function createProvider(options: ProviderOptions): Provider {
   if (raw.sso !== undefined && raw.sso !== false && (typeof raw.sso !== 'object' || raw.sso === null)) {
     throw new InvalidOptionsError(`${FACTORY}: option "sso" must be { session: { secret } } (or your session hooks) with options "dashboardUrl" and "onError", or false`);
   }
+  // Single sign-on's options are checked before anything starts (the callback worker's timer).
+  const now = typeof raw.now === 'function' ? raw.now as () => number : Date.now;
+  const makeSso = options.sso === undefined || options.sso === false ? undefined : ssoCore(FACTORY, options.sso, raw.connector !== undefined, now);
   const parts = composeProvider(FACTORY, options, ['sso', 'basePath']);
-  let sso: SsoCore | undefined;
-  try {
-    sso = options.sso === undefined || options.sso === false ? undefined : ssoCore(FACTORY, options.sso, parts.connector, parts.clock.now, parts.logger);
-  } catch (error) {
-    void parts.close();
-    throw error;
-  }
+  const sso = makeSso === undefined || parts.connector === undefined ? undefined : makeSso(parts.connector, parts.logger);
   const core = new ProviderCore(parts, { sso, basePath });
   return providerOf(core);
 }
@@ -312,13 +321,12 @@ export function requestSignature(headers: CoreHeaders): string | undefined {
 
 export function singleHeader(headers: CoreHeaders, name: string): string | undefined {
   const value = headers[name];
-  if (value === undefined) return undefined;
-  if (Array.isArray(value)) throw new BadRequestError(`Header ${name} must appear once`, 'ERR_VALIDATION');
-  return value as string;
+  if (value === undefined || typeof value === 'string') return value;
+  throw new BadRequestError(`Header ${name} must appear once`, 'ERR_VALIDATION');
 }
 
-function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
+function single(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value[0];
 }
 
 /**
@@ -349,6 +357,23 @@ function webRequestOf(req: IncomingMessage, secure: boolean): Request {
   const host = typeof req.headers.host === 'string' && /^[\w.:[\]-]+$/.test(req.headers.host) ? req.headers.host : 'localhost';
   const target = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
   return new Request(`${secure ? 'https' : 'http'}://${host}${target.startsWith('/') ? target : `/${target}`}`, { method: req.method === 'HEAD' || req.method === 'GET' ? req.method : 'GET', headers });
+}
+
+/**
+ * Writes an answer on a node response; should writing fail (a response already sent by someone
+ * else), the error goes to `next`, or the connection is closed: never a throw from a callback.
+ */
+function writeSafely(res: ServerResponse, answer: CoreAnswer, method: string, next: ((error?: unknown) => void) | undefined): void {
+  try {
+    writeAnswer(res, answer, method);
+  } catch (error) {
+    fail(res, error, next);
+  }
+}
+
+function fail(res: ServerResponse, error: unknown, next: ((error?: unknown) => void) | undefined): void {
+  if (next !== undefined) next(error);
+  else res.destroy(error instanceof Error ? error : undefined);
 }
 
 /** Writes a Web Response (a hook's) on a node response. */

@@ -39,16 +39,22 @@ export interface SsoCore {
 const NO_STORE = { 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' } as const;
 const HTML_TYPE = 'text/html; charset=utf-8';
 
-/** Reads the `sso` option of `createProvider`; throws at construction with a hint. */
-export function ssoCore(factory: string, value: ProviderSsoOptions, connector: ConnectorClient | undefined, now: () => number, parentLogger: Logger): SsoCore {
+/**
+ * Reads the `sso` option of `createProvider`, throwing at construction with a hint (before anything
+ * is started); the answer builds the SSO core once the connector and the logger exist.
+ */
+export function ssoCore(factory: string, value: ProviderSsoOptions, hasConnector: boolean, now: () => number): (connector: ConnectorClient, parentLogger: Logger) => SsoCore {
   const name = `${factory}: option "sso"`;
   const raw = asOptionsObject(name, value);
   rejectUnknownKeys(name, raw, ['dashboardUrl', 'session', 'onError']);
-  if (connector === undefined) throw new InvalidOptionsError(`${factory}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
+  if (!hasConnector) throw new InvalidOptionsError(`${factory}: option "sso" needs option "connector" (the connector exchanges the code and checks the resource)`);
   const dashboardUrl = optionalFunction<(resourceId: string) => string>(name, raw, 'dashboardUrl') ?? defaultDashboardUrl;
   const onError = optionalFunction<NonNullable<ProviderSsoOptions['onError']>>(name, raw, 'onError');
-  const logger = createLogger(parentLogger, { component: 'sso' });
   const store = readSession(factory, raw.session, now);
+  return (connector, parentLogger) => buildSso(connector, createLogger(parentLogger, { component: 'sso' }), store, dashboardUrl, onError, now);
+}
+
+function buildSso(connector: ConnectorClient, logger: Logger, store: SessionStore, dashboardUrl: (resourceId: string) => string, onError: ProviderSsoOptions['onError'], now: () => number): SsoCore {
   const signIn = signInSteps({ connector, dashboardUrl, tokenTtlMs: MAX_SSO_SESSION_MS, now, logger });
 
   async function failed(request: SsoRequest, failure: SsoFailure): Promise<SsoAnswer> {
@@ -119,8 +125,8 @@ function isWebRequest(request: Request | Pick<IncomingMessage, 'headers'>): requ
   return typeof (request.headers as { get?: unknown }).get === 'function';
 }
 
-function single(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value.join(', ') : value;
+function single(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' || value === undefined ? value : value.join(', ');
 }
 
 /** A hook's headers as a record (Set-Cookie kept as a list). */

@@ -259,7 +259,7 @@ export interface Provider {
 // ---------------------------------------------------------------------------------------------
 
 /** Header values as node keeps them: lowercase names, arrays for repeats. */
-export type CoreHeaders = Readonly<Record<string, string | string[] | undefined>>;
+export type CoreHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /**
  * How an adapter hands over the body bytes. The core reads them only after the cheap header checks

@@ -327,11 +327,11 @@ type AnyDescriptor = Descriptor<OperationRequest>;
 
 /** The table itself: one descriptor per operation kind. */
 export const OPERATIONS: Readonly<Record<OperationKind, AnyDescriptor>> = Object.freeze({
-  provision: provision as unknown as AnyDescriptor,
-  changePlan: changePlan as unknown as AnyDescriptor,
-  deprovision: deprovision as unknown as AnyDescriptor,
-  provisionCredentials: provisionCredentials as unknown as AnyDescriptor,
-  deprovisionCredentials: deprovisionCredentials as unknown as AnyDescriptor,
+  provision: provision,
+  changePlan: changePlan,
+  deprovision: deprovision,
+  provisionCredentials: provisionCredentials,
+  deprovisionCredentials: deprovisionCredentials,
 });
 
 /**

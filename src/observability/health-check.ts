@@ -119,4 +119,4 @@ export function healthOf(source: unknown): (() => Promise<HealthReport>) | undef
 }
 
 /** What an instance without a store check reports: it answers, nothing more is known. */
-export const ALIVE: HealthReport = Object.freeze({ status: 'ok', store: 'ok', outbox: null }) as HealthReport;
+export const ALIVE: HealthReport = Object.freeze({ status: 'ok', store: 'ok', outbox: null });

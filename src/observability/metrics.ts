@@ -96,11 +96,11 @@ export function metricsFor(factory: string, client: PromClient, registry: unknow
   const registers = [registry];
   const counter = <K extends keyof Definitions>(key: K) => {
     const { name, help, labelNames } = METRIC_DEFINITIONS[key];
-    return new client.Counter<Labels<K>>({ name, help, labelNames: labelNames as readonly Labels<K>[], registers });
+    return new client.Counter<Labels<K>>({ name, help, labelNames: labelNames, registers });
   };
   const histogram = <K extends keyof Definitions>(key: K) => {
     const { name, help, labelNames } = METRIC_DEFINITIONS[key];
-    return new client.Histogram<Labels<K>>({ name, help, labelNames: labelNames as readonly Labels<K>[], buckets: DURATION_BUCKETS, registers });
+    return new client.Histogram<Labels<K>>({ name, help, labelNames: labelNames, buckets: DURATION_BUCKETS, registers });
   };
   const readings = scrapeReader(sources);
   const gauge = (key: 'operationsPending' | 'outboxPending' | 'outboxOldest', read: (r: Readings) => number) => {

@@ -65,7 +65,7 @@ export function mountObservability(app: Pick<Router, 'get'>, options: Observabil
   if (registry !== undefined && !isRegistry(registry)) throw new InvalidOptionsError(`${FACTORY}: option "registry" must be a prom-client Registry`);
   const check = options.health === undefined ? undefined : healthOf(options.health);
   if (options.health !== undefined && check === undefined) throw new InvalidOptionsError(`${FACTORY}: option "health" must be an object with health() or a function answering a health report`);
-  const router = options.router as Partial<HealthSource> | undefined;
+  const router = options.router;
   if (router !== undefined && ((typeof router !== 'object' && typeof router !== 'function') || router === null)) throw new InvalidOptionsError(`${FACTORY}: option "router" must be the router whose health() /healthz reports`);
 
   // The router's health() is looked up per request: it may be attached after mounting.

@@ -11,13 +11,13 @@ import { noInstrumentation, type Instrumentation } from '../observability/hooks.
 import { spanMayRecord } from '../observability/tracing.js';
 import type { RequestHeaders } from './canonicalize.js';
 import { bodyAlreadyConsumed, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT_MS, leftRawBody, readRawBodyThen } from './raw-body.js';
-import { createVerifier, signatureHint, verifierInternals, type Checked, type SignedRequest, type VerifiedRequest, type Verifier, type VerifierOptions, type VerifierInternals } from './verifier.js';
+import { createVerifier, signatureHint, verifierInternals, type Checked, type SignedRequest, type VerifiedRequest, type Verifier, type VerifierInternals } from './verifier.js';
 
 /** The options a signature check reads (those of `verifySignature`, and the provider's). */
 export const VERIFIER_OPTIONS = ['masterKey', 'now', 'toleranceMs', 'publicHost', 'endorsementCacheSize'] as const;
 
 const MOUNT_ORDER_HINT =
-  'The request body was consumed before the marketplace signature could be verified and no raw bytes were left behind: mount the marketplace router (or verifySignature) before express.json(), or keep the bytes with express.json({ verify: (req, _res, buf) => { req.rawBody = buf } }) (docs/signature.md). Requests are refused until this is fixed.';
+  'The request body was consumed before the marketplace signature could be verified and no raw bytes were left behind: mount the marketplace router (or verifySignature) before express.json(), or keep the bytes with express.json({ verify: keepRawBody }) (keepRawBody from embedded-marketplace; docs/signature.md). Requests are refused until this is fixed.';
 const NO_PUBLIC_HOST_WARNING =
   'no publicHost configured: a request the marketplace signed for another provider\'s Host is accepted when it arrives with that Host header. Set publicHost to the host (or hosts) the marketplace addresses (SECURITY.md)';
 
@@ -298,7 +298,7 @@ function readVerifier(factory: string, opts: Record<string, unknown>): Verifier 
   if (given === undefined) {
     const verifierOptions: Record<string, unknown> = {};
     for (const key of VERIFIER_OPTIONS) if (opts[key] !== undefined) verifierOptions[key] = opts[key];
-    return createVerifier(verifierOptions as VerifierOptions);
+    return createVerifier(verifierOptions);
   }
   if (typeof given !== 'object' || given === null || typeof (given as Partial<Verifier>).verify !== 'function') {
     throw new InvalidOptionsError(`${factory}: option "verifier" must be a verifier from createVerifier()`);

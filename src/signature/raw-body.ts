@@ -163,7 +163,7 @@ function isUntouchedEmptyObject(value: unknown): boolean {
 
 /**
  * The exact body bytes an earlier parser left behind: `req.rawBody` from the common
- * `express.json({ verify: (req, _res, buf) => { req.rawBody = buf } })`, or `req.body` from
+ * `express.json({ verify: keepRawBody })` (./keep-raw-body.ts) or any such hook, or `req.body` from
  * `express.raw()`. Undefined when none is there (then nothing can be verified).
  */
 export function leftRawBody(req: IncomingMessage & { body?: unknown; rawBody?: unknown }): Buffer | undefined {

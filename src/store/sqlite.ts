@@ -30,7 +30,7 @@ import { SQLITE_MIGRATIONS } from './migrations/sqlite.js';
 import { latestVersion, type Migration } from './migrations/types.js';
 import type { ClaimInput, ClaimResult, CommitInput, CommitResult, DiagnosableStore, EntityKind, Mutation, PendingInput, RecordedAnswer, ReplayRecord } from './types.js';
 
-export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
+export { generateEncryptionKey, DecryptionError, MissingEncryptionKeyError, type EncryptionKeyOption, type EncryptionKeyring } from './crypto.js';
 
 const FACTORY = 'sqliteStore';
 const OPTION_NAMES = ['path', 'encryptionKey', 'busyTimeoutMs', 'logger'] as const;

@@ -65,8 +65,21 @@ export {
 } from './masterkey.js';
 export type { MasterKey, MasterKeyFile } from './masterkey.js';
 export { createSimulator } from './simulator/index.js';
-export type { Simulator, SimulatorLogEntry, SimulatorOptions, SimulatorState } from './simulator/index.js';
+export type {
+  Simulator,
+  SimulatorCallback,
+  SimulatorCallbackAttempt,
+  SimulatorCredentialSet,
+  SimulatorLogEntry,
+  SimulatorOptions,
+  SimulatorResponse,
+  SimulatorSsoHop,
+  SimulatorSsoStep,
+  SimulatorState,
+} from './simulator/index.js';
 export { storeConformance, storeContract, operationTableContract, heldBy } from './conformance/index.js';
 export type { StoreConformanceOptions, StoreContractOptions, StoreUnderTest, TestCaseContext, TestFunctions } from './conformance/index.js';
+export { storeDifferential, checkDifferential, assertDifferential } from './differential/index.js';
+export type { DifferentialOptions, DifferentialReport, DifferentialTarget, SequenceShape, StoreDifferentialOptions } from './differential/index.js';
 export { createCipher, generateEncryptionKey, DecryptionError, MissingEncryptionKeyError } from '../store/crypto.js';
 export type { SecretCipher, EncryptionKeyOption, EncryptionKeyring } from '../store/crypto.js';

@@ -15,7 +15,7 @@ export function toRequest(req: IncomingMessage): Request {
   for (let i = 0; i < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
   const method = req.method ?? 'GET';
   const body = method === 'GET' || method === 'HEAD' ? null : (Readable.toWeb(req) as ReadableStream<Uint8Array>);
-  return new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, { method, headers, body, duplex: 'half' } as RequestInit);
+  return new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, { method, headers, body, duplex: 'half' });
 }
 
 export async function writeResponse(res: ServerResponse, response: Response): Promise<void> {

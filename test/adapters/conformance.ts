@@ -11,6 +11,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import type { CommonProviderOptions } from '../../src/core/types.js';
 import type { ProviderHandlers } from '../../src/domain/handlers.js';
@@ -67,13 +70,13 @@ export function countingHandlers(): { handlers: ProviderHandlers; calls: Record<
         bump('changePlan');
         return { message: `Resized to ${plan}` };
       },
-      deprovision: () => void bump('deprovision'),
+      deprovision: () => bump('deprovision'),
       provisionCredentials: ({ resourceId }) => {
         bump('provisionCredentials');
         serial += 1;
         return { credentials: { BONNETS_URL: `https://u${serial}:secret-${serial}-value@bonnets.example/${resourceId}` } };
       },
-      deprovisionCredentials: () => void bump('deprovisionCredentials'),
+      deprovisionCredentials: () => bump('deprovisionCredentials'),
       measures: ({ resource }): Record<string, number> => (resource.plan === 'large' ? {} : { 'bonnet-hours': 24 }),
     },
   };
@@ -285,6 +288,45 @@ export function adapterConformance(adapter: AdapterUnderTest): void {
         expectedCounts.set(key, (expectedCounts.get(key) ?? 0) + 1);
       }
       assert.deepEqual(counted, [...expectedCounts].map(([key, n]) => `${key} ${n}`).sort());
+    });
+  });
+
+  describe(`${adapter.name}: spans`, () => {
+    const client = marketplaceClient();
+    const exporter = new InMemorySpanExporter();
+    let server: AdapterServer;
+    let target: Running;
+
+    before(async () => {
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+      server = await adapter.start({ handlers: countingHandlers().handlers, store: memoryStore(), catalog: CATALOG, masterKey: client.masterPublicKey, logger: false }, false);
+      target = server as unknown as Running;
+    });
+    after(async () => {
+      await server.close();
+      trace.disable();
+      context.disable();
+    });
+
+    it('opens the same spans: verify, operation (kind, entity id), handler and commit; a forged request ends in verify with its code', async () => {
+      const id = newId();
+      assert.equal((await client.send(target, 'PUT', `/v1/resources/${id}`, provisionBody(id))).status, 201);
+      const names = exporter.getFinishedSpans().map((span) => span.name).sort();
+      assert.deepEqual(names, ['marketplace.handler', 'marketplace.operation', 'marketplace.store.commit', 'marketplace.verify']);
+      const operation = exporter.getFinishedSpans().find((span) => span.name === 'marketplace.operation')!;
+      assert.deepEqual([operation.attributes['marketplace.kind'], operation.attributes['marketplace.entity_id']], ['provision', id]);
+      exporter.reset();
+      const forged = await fetch(`${server.url}/v1/resources/${id}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', date: new Date().toISOString(), 'x-signature': 'not a signature', 'x-signed-headers': 'host date' },
+        body: '{}',
+      });
+      assert.equal(forged.status, 401);
+      const spans = exporter.getFinishedSpans();
+      assert.deepEqual(spans.map((span) => span.name), ['marketplace.verify']);
+      assert.equal(spans[0]!.status.code, SpanStatusCode.ERROR);
+      assert.equal(spans[0]!.attributes['marketplace.error.code'], 'ERR_SIGNATURE_MALFORMED');
     });
   });
 

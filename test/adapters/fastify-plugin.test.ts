@@ -284,7 +284,7 @@ describe('Fastify 5: single sign-on behind @fastify/session', () => {
     fake = createFakeConnector(CLIENT);
     const { url } = await fake.listen();
     fake.addResource({ id: resource });
-    app = await fastifyApp(fastify5 as unknown as FastifyMajor, { handlers: countingHandlers().handlers, logger: false, outbox: false, connector: { url, ...CLIENT } }, true, '@fastify/session', (host) => {
+    app = await fastifyApp(fastify5, { handlers: countingHandlers().handlers, logger: false, outbox: false, connector: { url, ...CLIENT } }, true, '@fastify/session', (host) => {
       host.get('/visit', async (request) => {
         (request as unknown as { session: { set(key: string, value: unknown): void } }).session.set('visited', true);
         return { ok: true };
@@ -337,7 +337,7 @@ describe('Fastify 5: single sign-on with @fastify/session\'s store down', () => 
       store: { get: (_id: string, callback: (error: null, session: null) => void) => callback(null, null), set: (_id: string, _session: unknown, callback: (error?: Error) => void) => down(callback), destroy: (_id: string, callback: (error?: Error) => void) => callback() },
     });
     await app.register(marketplacePlugin, { handlers: countingHandlers().handlers, logger: createRedactingLogger({ write: (line: string) => void lines.push(line) }, 'info'), outbox: false, connector: { url, ...CLIENT }, sso: true });
-    const target = await listenOn(app as unknown as FastifyInstance);
+    const target = await listenOn(app);
     try {
       const answer = await fetch(`${target.url}/v1/sso?code=${fake.issueSsoCode({ resourceId: resource })}&resource_id=${resource}`, { redirect: 'manual' });
       assert.equal(answer.status, 500);
@@ -358,7 +358,7 @@ describe('Fastify 5: single sign-on without @fastify/session', () => {
     const { createRedactingLogger } = await import('../../src/lib/logger.js');
     const app = fastify5();
     await app.register(marketplacePlugin, { handlers: countingHandlers().handlers, logger: createRedactingLogger({ write: (line: string) => void lines.push(line) }, 'info'), outbox: false, connector: { url, ...CLIENT }, sso: true });
-    const target = await listenOn(app as unknown as FastifyInstance);
+    const target = await listenOn(app);
     try {
       const answer = await fetch(`${target.url}/v1/sso?code=abc&resource_id=${newId()}`, { redirect: 'manual' });
       assert.equal(answer.status, 500);

@@ -11,7 +11,7 @@ import { fastifyHost, type FastifyMajor } from './fastify-hosts.js';
 // Fastify 4 beside 5 in the dev dependencies, under the alias `fastify4`.
 const fastify4 = createRequire(import.meta.url)('fastify4') as FastifyMajor;
 
-for (const adapter of [fastifyHost('Fastify 5 (@fastify/session)', fastify5 as unknown as FastifyMajor, '@fastify/session'), fastifyHost('Fastify 4 (sealed cookie)', fastify4, 'sealed cookie')]) {
+for (const adapter of [fastifyHost('Fastify 5 (@fastify/session)', fastify5, '@fastify/session'), fastifyHost('Fastify 4 (sealed cookie)', fastify4, 'sealed cookie')]) {
   adapterConformance(adapter);
   adapterAcceptance(adapter);
 }

@@ -6,6 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { marketplaceRouter } from '../../src/adapters/express.js';
 import { createProvider } from '../../src/core/provider.js';
 import type { Provider, ProviderOptions, SessionHooks } from '../../src/core/types.js';
 import { InvalidOptionsError } from '../../src/errors.js';
@@ -40,7 +41,7 @@ function signed(method: string, path: string, body?: unknown, init: { chunks?: U
       },
     });
   }
-  return new Request(`https://${HOST}${path}`, { method, headers, body: stream ?? (bytes.length > 0 ? bytes : null), duplex: 'half' } as RequestInit);
+  return new Request(`https://${HOST}${path}`, { method, headers, body: stream ?? (bytes.length > 0 ? bytes : null), duplex: 'half' });
 }
 
 const provisionBody = (id: string) => ({ id, product: 'bonnets', plan: 'small', region: 'aws::us-east-1' });
@@ -242,5 +243,28 @@ describe('single sign-on hooks', () => {
     } finally {
       await p.close();
     }
+  });
+});
+
+describe('construction', () => {
+  it('starts no callback worker when an option is wrong: single sign-on and signature options are checked first', async () => {
+    const connector = { url: 'http://127.0.0.1:9', clientId: 'id', clientSecret: 'secret' };
+    const { handlers } = countingHandlers();
+    // The worker's first act is to claim deliveries, on a 0 ms timer once started.
+    let claims = 0;
+    const base = memoryStore();
+    const store = Object.assign(Object.create(base) as typeof base, { claimDeliveries: (...args: Parameters<typeof base.claimDeliveries>) => { claims++; return base.claimDeliveries(...args); } });
+    assert.throws(() => createProvider({ handlers, store, logger: false, connector, sso: { session: { secret: 'short' } } }), InvalidOptionsError);
+    assert.throws(() => createProvider({ handlers, store, logger: false, connector, masterKey: 'nope' }), InvalidOptionsError);
+    assert.throws(() => marketplaceRouter({ handlers, store, logger: false, connector, sso: { dashboardURL: () => '/' } as never }), /did you mean "dashboardUrl"/);
+    assert.throws(() => marketplaceRouter({ handlers, store, logger: false, connector, bodyLimit: 1.5 }), /bodyLimit/);
+    // A 0 ms timer set now fires after any set before it.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.equal(claims, 0);
+    // The same store with right options does start one: the check above can see it.
+    const started = createProvider({ handlers, store, logger: false, connector });
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await started.close();
+    assert.ok(claims > 0);
   });
 });

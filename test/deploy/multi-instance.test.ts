@@ -39,7 +39,7 @@ describe('two instances, one database: concurrent identical requests', { skip },
   before(async () => {
     schema = admin!.newSchema('em_deploy');
     const env = {
-      STORE: DATABASE_URL!,
+      STORE: DATABASE_URL,
       STORE_SCHEMA: schema,
       STORE_ENCRYPTION_KEY: newEncryptionKey(),
       MASTER_PUBLIC_KEY: market.masterPublicKey,
@@ -168,7 +168,7 @@ describe('two instances, one database: an instance killed while it holds claimed
     // The connector hangs on every callback: each attempt holds its claim until the send times out.
     fake.setDown('callbacks', { delayMs: 10 * 60_000 });
     const env = {
-      STORE: DATABASE_URL!,
+      STORE: DATABASE_URL,
       STORE_SCHEMA: schema,
       STORE_ENCRYPTION_KEY: newEncryptionKey(),
       MASTER_PUBLIC_KEY: market.masterPublicKey,

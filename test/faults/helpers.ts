@@ -125,7 +125,7 @@ export function postgresAdmin() {
 
 /** DATABASE_URL with its host and port replaced (to go through a relay). */
 export function databaseUrlVia(port: number): string {
-  const url = new URL(DATABASE_URL!);
+  const url = new URL(DATABASE_URL);
   url.hostname = '127.0.0.1';
   url.port = String(port);
   return url.toString();
@@ -241,7 +241,7 @@ export function sqliteUnderTest(options: { memoryBacked?: boolean } = {}): Store
 }
 
 /** A fresh schema in DATABASE_URL's database; `connectionString` overrides where the example connects. */
-export function postgresUnderTest(admin: ReturnType<typeof postgresAdmin>, connectionString = DATABASE_URL!): StoreUnderTest & { schema: string } {
+export function postgresUnderTest(admin: ReturnType<typeof postgresAdmin>, connectionString = DATABASE_URL): StoreUnderTest & { schema: string } {
   const schema = admin.newSchema('em_faults');
   const encryptionKey = newEncryptionKey();
   return {
@@ -255,7 +255,7 @@ export function postgresUnderTest(admin: ReturnType<typeof postgresAdmin>, conne
     },
     async open() {
       const { postgresStore } = await import('../../src/store/postgres/index.js');
-      const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey, logger: false, poolSize: 4 });
+      const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey, logger: false, poolSize: 4 });
       await store.ready();
       return store;
     },

@@ -11,7 +11,7 @@ export const NPM_ENV = { ...process.env, npm_config_audit: 'false', npm_config_f
  * Packs the package into `destination` and answers the report of `npm pack --json`.
  *
  * Packs with `--ignore-scripts`: `npm test` (scripts/run-tests.mjs) builds dist once before any test
- * runs, because two test files packing at once would each run `prepare` and rebuild dist under
+ * runs, because two test files packing at once would each run `prepack` and rebuild dist under
  * the other.
  */
 export async function packTarball(destination: string): Promise<{ tarball: string; files: string[] }> {

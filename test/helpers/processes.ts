@@ -190,7 +190,7 @@ export async function startExample(env: Record<string, string>, options: StartOp
  * comes with the provider's side of the story.
  */
 export async function stopAll(processes: readonly (ExampleProcess | undefined)[]): Promise<void> {
-  await Promise.all(processes.map((p) => (p?.running === true ? p.stop(5000) : undefined)));
+  await Promise.all(processes.filter((p) => p?.running === true).map((p) => p!.stop(5000)));
   for (const p of processes) {
     const err = p?.stderr() ?? '';
     if (err.trim() !== '') console.log(`${p!.name} (pid ${p!.pid}) stderr:\n${err.slice(-2000)}`);

@@ -37,10 +37,14 @@ function handlers() {
   const table: ProviderHandlers = {
     provision: async ({ plan }) => (await step('provision'), `Your ${plan} bonnet`),
     changePlan: async ({ plan }) => (await step('changePlan'), `Now ${plan}`),
-    deprovision: async () => void (await step('deprovision')),
+    deprovision: async () => {
+      await step('deprovision');
+    },
     provisionCredentials: async ({ id }) =>
       ((await step('provisionCredentials')) as { credentials: Record<string, string> } | undefined) ?? { credentials: { BONNETS_URL: `https://${id}@bonnets.example` } },
-    deprovisionCredentials: async () => void (await step('deprovisionCredentials')),
+    deprovisionCredentials: async () => {
+      await step('deprovisionCredentials');
+    },
   };
   const gate = (kind: OperationKind) => (gates[kind] = { entered: deferred(), open: deferred() });
   return { table, calls, gate, behaviour };
@@ -284,7 +288,9 @@ describe('operation engine', () => {
     let completing: Promise<void> | undefined;
     s.table.changePlan = () => {
       // The handler's timer fires before the engine has recorded the pending operation.
-      setImmediate(() => (completing = s.engine.complete({ entity: 'resource', id: 'r1' }, { state: 'done' })));
+      setImmediate(() => {
+        completing = s.engine.complete({ entity: 'resource', id: 'r1' }, { state: 'done' });
+      });
       return accepted('Resizing');
     };
     const answer = s.run(s.call('changePlan', 'r1', { plan: 'large' }));

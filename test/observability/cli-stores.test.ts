@@ -89,13 +89,13 @@ const targets: Target[] = [
     name: 'PostgreSQL',
     skip: () => pgSkip,
     open: async () => {
-      const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false });
+      const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false });
       await store.ready();
       return store;
     },
-    storeArgs: () => ['--store', DATABASE_URL!, '--schema', schema],
+    storeArgs: () => ['--store', DATABASE_URL, '--schema', schema],
     cleanup: async () => {
-      const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false });
+      const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false });
       await store.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
       await store.close();
     },

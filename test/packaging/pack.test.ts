@@ -12,8 +12,8 @@ import { generateKeyPair } from '../../src/testkit/keys.js';
 import { runAcceptance } from '../../src/testkit/acceptance/index.js';
 import { explain, failedIds, freePort } from '../testkit/helpers/harness.js';
 
-// The package as users get it: `npm pack` (whose `prepare` builds dist/), the tarball installed in a
-// scratch project, and a small ESM program there that imports every entry point and serves one
+// The package as users get it: `npm pack` (whose `prepack` builds dist/), the tarball installed in a
+// scratch project as a user installs it (scripts allowed, npm's warnings shown), and a small ESM program there that imports every entry point and serves one
 // signed provisioning request. The install is offline first: this machine's npm cache already holds
 // every runtime dependency. The optional peers (better-sqlite3, pg) are deliberately not installed.
 
@@ -62,19 +62,33 @@ describe('npm pack', () => {
 
 describe('the packed tarball in a scratch project', () => {
   let scratch: string;
+  let installOutput: string;
   before(async () => {
     scratch = mkdtempSync(join(tmpdir(), 'em-scratch-'));
     writeFileSync(join(scratch, 'package.json'), JSON.stringify({ name: 'em-scratch', version: '1.0.0', private: true, type: 'module' }));
-    const install = (mode: string) => run('npm', ['install', tarball, mode, '--no-audit', '--no-fund', '--ignore-scripts', '--no-package-lock'], { cwd: scratch, env: NPM_ENV, timeout: 120_000 });
+    // As a user installs it: scripts allowed and npm's warnings shown (NPM_ENV keeps only errors).
+    const install = (mode: string) => run('npm', ['install', tarball, mode, '--no-audit', '--no-fund', '--no-package-lock'], { cwd: scratch, env: { ...NPM_ENV, npm_config_loglevel: 'warn' }, timeout: 120_000 });
+    let result: { stdout: string; stderr: string };
     try {
-      await install('--offline');
+      result = await install('--offline');
     } catch {
       // A dependency missing from the cache: fetch it when the registry is reachable.
-      await install('--prefer-offline');
+      result = await install('--prefer-offline');
     }
+    installOutput = `${result.stdout}\n${result.stderr}`;
   });
   after(() => {
     if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('installs without any npm warning about install scripts: the tarball has none (its build is prepack)', async () => {
+    assert.doesNotMatch(installOutput, /install.scripts|allowScripts|prepare/i, installOutput);
+    const { stdout } = await run('tar', ['-xOzf', tarball, 'package/package.json'], { timeout: 30_000 });
+    const scripts = (JSON.parse(stdout) as { scripts?: Record<string, string> }).scripts ?? {};
+    // npm runs (or, since npm 11, warns about) these when the package is installed; `prepare` also
+    // for a tarball or git dependency. The build belongs to whoever packs, not to every install.
+    assert.deepEqual(Object.keys(scripts).filter((name) => /^(pre|post)?install$|^prepare$/.test(name)), []);
+    assert.equal(scripts.prepack, 'npm run build', 'npm pack and npm publish build dist/');
   });
 
   it('installs without the optional peers and runs a signed provisioning against the package', async (t) => {
@@ -172,6 +186,7 @@ const require = createRequire(import.meta.url);
 const drivers = () => [...new Set(Object.keys(require.cache).map((p) => /node_modules\\/(better-sqlite3|pg)\\//.exec(p)?.[1]).filter(Boolean))];
 await import('embedded-marketplace');
 await import('embedded-marketplace/errors');
+await import('embedded-marketplace/stores');
 await import('embedded-marketplace/platform');
 await import('embedded-marketplace/testkit');
 await import('embedded-marketplace/fastify');
@@ -195,10 +210,13 @@ import { createSigner, generateKeyPair } from 'embedded-marketplace/testkit';
 import { platformRouter } from 'embedded-marketplace/platform';
 import { sqliteStore } from 'embedded-marketplace/stores/sqlite';
 import { postgresStore } from 'embedded-marketplace/stores/postgres';
+import { memoryStore as storesMemoryStore, MissingEncryptionKeyError } from 'embedded-marketplace/stores';
+import { MissingEncryptionKeyError as SqliteMissingKey } from 'embedded-marketplace/stores/sqlite';
 
 const require = createRequire(import.meta.url);
 const drivers = Object.keys(require.cache).filter((p) => /node_modules\\/(better-sqlite3|pg)\\//.test(p));
 if (typeof platformRouter !== 'function' || typeof BadRequestError !== 'function') throw new Error('missing exports');
+if (storesMemoryStore !== memoryStore || MissingEncryptionKeyError !== SqliteMissingKey) throw new Error('embedded-marketplace/stores holds other copies');
 
 const master = generateKeyPair();
 const signer = createSigner({ masterPrivateKey: master.privateKey });
@@ -269,7 +287,7 @@ describe('the packed tarball', () => {
     const { stdout } = await run(bin('attw'), [tarball, '--format', 'json'], { cwd: work, timeout: 120_000, maxBuffer: 32 * 1024 * 1024 }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
     const result = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
     assert.deepEqual(result.analysis.problems, []);
-    assert.deepEqual(Object.keys(result.analysis.entrypoints).sort(), ['.', './errors', './fastify', './package.json', './platform', './stores/postgres', './stores/sqlite', './testkit']);
+    assert.deepEqual(Object.keys(result.analysis.entrypoints).sort(), ['.', './errors', './fastify', './package.json', './platform', './stores', './stores/postgres', './stores/sqlite', './testkit']);
   });
 
   it('passes publint with warnings treated as errors', async () => {
@@ -318,14 +336,17 @@ process.on('SIGTERM', () => { server.close(); void router.close(); });
 /** CommonJS with TypeScript's classic resolution: every subpath must resolve and type-check. */
 const CJS = `
 import express = require('express');
-import { marketplaceRouter, createVerifier } from 'embedded-marketplace';
+import { marketplaceRouter, createVerifier, keepRawBody } from 'embedded-marketplace';
 import { BadRequestError } from 'embedded-marketplace/errors';
 import { sqliteStore } from 'embedded-marketplace/stores/sqlite';
+import type { Store } from 'embedded-marketplace/stores';
 import { createSigner } from 'embedded-marketplace/testkit';
 import { platformRouter } from 'embedded-marketplace/platform';
 const app = express();
+app.use(express.json({ verify: keepRawBody })); // a global parser before the router, typed for Express 4 and 5
 app.use(marketplaceRouter({ logger: false, handlers: { provision: () => undefined, changePlan: () => undefined, deprovision: () => undefined, provisionCredentials: () => ({ credentials: { A: 'b' } }), deprovisionCredentials: () => undefined } }));
 export const used = [createVerifier, BadRequestError, sqliteStore, createSigner, platformRouter];
+export type UsedTypes = Store;
 `;
 
 const STRICT = { strict: true, skipLibCheck: false, noEmit: true, target: 'ES2022', types: ['node'] };
@@ -387,7 +408,7 @@ for (const major of [4, 5] as const) {
       await tscCheck(dir, 'tsconfig.node10.json');
       writeFileSync(join(dir, 'tsconfig.cjs-nodenext.json'), JSON.stringify({ compilerOptions: { ...STRICT, module: 'NodeNext', moduleResolution: 'NodeNext', esModuleInterop: true }, files: ['cjs.cts'] }));
       await tscCheck(dir, 'tsconfig.cjs-nodenext.json');
-      const probe = "const m = require('embedded-marketplace'); const e = require('embedded-marketplace/errors'); require('embedded-marketplace/stores/sqlite'); require('embedded-marketplace/testkit'); require('embedded-marketplace/platform'); console.log(typeof m.marketplaceRouter, new e.BadRequestError('x') instanceof m.MarketplaceError)";
+      const probe = "const m = require('embedded-marketplace'); const e = require('embedded-marketplace/errors'); require('embedded-marketplace/stores/sqlite'); require('embedded-marketplace/stores'); require('embedded-marketplace/testkit'); require('embedded-marketplace/platform'); console.log(typeof m.marketplaceRouter, new e.BadRequestError('x') instanceof m.MarketplaceError)";
       const { stdout } = await run(process.execPath, ['-e', probe], { cwd: dir, timeout: 60_000 });
       assert.equal(stdout.trim(), 'function true');
     });

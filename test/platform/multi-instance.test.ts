@@ -44,10 +44,10 @@ async function startPlatform(name: string, env: Record<string, string>): Promise
   started.add(child);
   let out = '';
   let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
     out += chunk;
   });
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
     err += chunk;
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => {
@@ -59,7 +59,7 @@ async function startPlatform(name: string, env: Record<string, string>): Promise
       const match = /example platform listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (match?.[1] !== undefined) resolve(match[1]);
     };
-    child.stdout!.on('data', onData);
+    child.stdout.on('data', onData);
     void exited.then(() => reject(new Error(`${name} exited before listening: ${err.slice(-2000)}`)));
   });
   return {
@@ -97,7 +97,7 @@ describe('two platform instances, one database', { skip }, () => {
       MARKETPLACE_CALLBACK_URL: CALLBACK,
       SESSION_SECRET: 'shared-session-secret-0123456789',
       EVENTS_SECRET,
-      DATABASE_URL: DATABASE_URL!,
+      DATABASE_URL: DATABASE_URL,
       DATABASE_SCHEMA: schema,
       // The handler holds on long enough that copies arrive while it runs, at both instances.
       EXAMPLE_EVENT_DELAY_MS: '300',

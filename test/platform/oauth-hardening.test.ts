@@ -14,7 +14,6 @@ import {
   deprecatedOAuthRouter,
   MemoryOAuthStore,
   type DeprecatedOAuthOptions,
-  type DeprecatedOAuthRouter,
   type OAuthRecord,
   type OAuthUser,
 } from '../../src/platform/index.js';
@@ -43,7 +42,7 @@ function harness(overrides: Partial<DeprecatedOAuthOptions> = {}, store = new Me
     logger: logs.logger,
     ...overrides,
     ...({ instrumentation } as object),
-  }) as DeprecatedOAuthRouter;
+  });
   const app = express();
   app.use(router);
   const http = supertest(app);

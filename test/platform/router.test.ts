@@ -483,7 +483,7 @@ describe('platformRouter: GET /v1/resources/authorized', () => {
 
 describe('platformRouter: forms of the authorization decision', () => {
   const ids = 'r1|r2|constructor';
-  async function answer(decision: AuthorizationDecision | unknown) {
+  async function answer(decision: unknown) {
     const h = await start({ authorize: () => decision as AuthorizationDecision });
     try {
       const res = await h.http().get(`${AUTHZ}&resource_ids=${ids}`).set(auth);

@@ -44,8 +44,8 @@ function inFreshSchema<T extends { ready(): Promise<void>; close(): Promise<void
 }
 
 // Pools as large as the concurrent cases, so that they really run at once.
-oauthStoreContract('postgres', inFreshSchema((schema) => postgresOAuthStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 25 })), { skip });
-seenStoreContract('postgres', inFreshSchema((schema) => postgresSeenEventStore({ connectionString: DATABASE_URL!, schema, logger: false, poolSize: 35 })), { skip });
+oauthStoreContract('postgres', inFreshSchema((schema) => postgresOAuthStore({ connectionString: DATABASE_URL, schema, logger: false, poolSize: 25 })), { skip });
+seenStoreContract('postgres', inFreshSchema((schema) => postgresSeenEventStore({ connectionString: DATABASE_URL, schema, logger: false, poolSize: 35 })), { skip });
 
 describe('platform PostgreSQL stores: set-up', { skip }, () => {
   it('share a given pool and schema, migrate once under concurrent starts, and leave the pool to its owner', async () => {
@@ -66,10 +66,10 @@ describe('platform PostgreSQL stores: set-up', { skip }, () => {
 
   it('with migrate: false refuses to work on a schema without the platform tables, naming the command', async () => {
     const schema = newSchema();
-    const store = postgresOAuthStore({ connectionString: DATABASE_URL!, schema, logger: false, migrate: false });
+    const store = postgresOAuthStore({ connectionString: DATABASE_URL, schema, logger: false, migrate: false });
     try {
       await assert.rejects(store.ready(), /embedded-marketplace migrate --schema/);
-      const report = await migratePlatformPostgres({ connectionString: DATABASE_URL!, schema, logger: false });
+      const report = await migratePlatformPostgres({ connectionString: DATABASE_URL, schema, logger: false });
       assert.deepEqual(report, { schema, version: 1, applied: [1] });
       await store.ready();
     } finally {
@@ -81,7 +81,7 @@ describe('platform PostgreSQL stores: set-up', { skip }, () => {
   it('the migrate command applies the platform migrations too', async () => {
     const schema = newSchema();
     let stdout = '';
-    const io = { stdout: { write: (text: string) => void (stdout += text) }, stderr: { write: () => undefined }, env: { DATABASE_URL: DATABASE_URL! } };
+    const io = { stdout: { write: (text: string) => void (stdout += text) }, stderr: { write: () => undefined }, env: { DATABASE_URL: DATABASE_URL } };
     try {
       const code = await migrateCommand(['--schema', schema], io as unknown as Parameters<typeof migrateCommand>[1]);
       assert.equal(code, 0);
@@ -95,9 +95,9 @@ describe('platform PostgreSQL stores: set-up', { skip }, () => {
   });
 
   it('refuses bad options at construction, never echoing the connection string', () => {
-    assert.throws(() => postgresOAuthStore({} as never), /exactly one of "pool".*"connectionString"/);
+    assert.throws(() => postgresOAuthStore({}), /exactly one of "pool".*"connectionString"/);
     assert.throws(() => postgresOAuthStore({ connectionString: 'mysql://u:hunter2@h/db' }), (error: Error) => /postgres:\/\//.test(error.message) && !error.message.includes('hunter2'));
-    assert.throws(() => postgresSeenEventStore({ connectionString: DATABASE_URL!, schema: 'Bad-Name' }), /schema/);
-    assert.throws(() => postgresSeenEventStore({ connectionString: DATABASE_URL!, encryptionKey: 'x' } as never), /unknown option "encryptionKey"/);
+    assert.throws(() => postgresSeenEventStore({ connectionString: DATABASE_URL, schema: 'Bad-Name' }), /schema/);
+    assert.throws(() => postgresSeenEventStore({ connectionString: DATABASE_URL, encryptionKey: 'x' } as never), /unknown option "encryptionKey"/);
   });
 });

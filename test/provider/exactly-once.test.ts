@@ -37,7 +37,7 @@ async function openSqlite() {
 
 /** A store in its own schema, dropped after (the router closes the store). */
 async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
-  const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
+  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
   const cleanup = async () => {
     const admin = new pg.Client({ connectionString: DATABASE_URL });
     await admin.connect();

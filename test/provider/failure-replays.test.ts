@@ -44,7 +44,7 @@ const STORES: { name: string; skip?: string | false; open: (schema?: string) => 
 ];
 
 async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
-  const store = postgresStore({ connectionString: DATABASE_URL!, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
+  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
   const cleanup = async () => {
     const admin = new pg.Client({ connectionString: DATABASE_URL });
     await admin.connect();

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
 import { encodeBase64Url } from '../../src/lib/base64.js';
-import { canonicalRequest, type RequestHeaders } from '../../src/signature/canonicalize.js';
+import { canonicalRequest } from '../../src/signature/canonicalize.js';
 import type { SignedRequest } from '../../src/signature/verifier.js';
 import { decodeKey, publicKeyOf, signBytes } from '../../src/testkit/keys.js';
 
@@ -42,7 +42,7 @@ export function signCustom(input: {
   const canonical = canonicalRequest({
     method: input.method,
     url: input.url,
-    headers: input.headers as RequestHeaders,
+    headers: input.headers,
     body: input.body,
     signedHeaders: input.signedHeaders,
   });

@@ -71,7 +71,7 @@ function storedTokens(store: session.MemoryStore): Promise<string[]> {
   return new Promise((resolve, reject) => {
     store.all((err, all) => {
       if (err !== null && err !== undefined) reject(err as Error);
-      const sessions = Object.values(all ?? {}) as session.SessionData[];
+      const sessions: session.SessionData[] = Object.values(all ?? {});
       resolve(sessions.map((s) => s.marketplace?.accessToken).filter((t): t is string => typeof t === 'string'));
     });
   });

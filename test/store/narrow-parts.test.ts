@@ -162,7 +162,11 @@ describe('consumers take the narrow part they use', () => {
     assert.deepEqual({ ...(await full.sumUsage('r1', 0, Number.MAX_SAFE_INTEGER)) }, { requests: 2 });
 
     let pinged = 0;
-    const probe: HealthProbeStore = { ping: async () => void pinged++ };
+    const probe: HealthProbeStore = {
+      ping: async () => {
+        pinged++;
+      },
+    };
     assert.deepEqual(await createHealthCheck({ store: probe })(), { status: 'ok', store: 'ok', outbox: null });
     assert.equal(pinged, 1);
   });

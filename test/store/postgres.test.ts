@@ -52,7 +52,7 @@ after(async () => {
 });
 
 function open(extra: Partial<PostgresStoreOptions> & { schema: string }): PostgresStore {
-  return postgresStore({ connectionString: DATABASE_URL!, encryptionKey: KEY, logger: false, poolSize: 4, ...extra });
+  return postgresStore({ connectionString: DATABASE_URL, encryptionKey: KEY, logger: false, poolSize: 4, ...extra });
 }
 
 const makePostgres = async () => {
@@ -350,7 +350,7 @@ describe('postgresStore', () => {
       assert.equal(duplicate.outcome, 'busy', 'the same key twice in one batch: the second finds the first');
       assert.equal(other.outcome, 'claimed');
       assert.equal(credential.outcome, 'claimed');
-      assert.equal((credential as Extract<typeof credential, { outcome: 'claimed' }>).snapshot.resource?.id, 'base', 'each claim reads its own snapshot');
+      assert.equal((credential).snapshot.resource?.id, 'base', 'each claim reads its own snapshot');
       assert.notEqual(heldBy(first).token, heldBy(other).token);
     } finally {
       await cleanup();
@@ -402,7 +402,7 @@ describe('postgresStore', () => {
 
   pgIt('migrates once, records versions, and is safe to run from several instances at once', async () => {
     const schema = newSchema();
-    const reports = await Promise.all(Array.from({ length: 5 }, () => migratePostgres({ connectionString: DATABASE_URL!, schema, logger: false })));
+    const reports = await Promise.all(Array.from({ length: 5 }, () => migratePostgres({ connectionString: DATABASE_URL, schema, logger: false })));
     const latest = POSTGRES_MIGRATIONS.length;
     assert.equal(reports.filter((r) => r.applied.length > 0).length, 1, 'exactly one run applied the migrations');
     for (const report of reports) assert.deepEqual({ schema: report.schema, version: report.version }, { schema, version: latest });
@@ -426,7 +426,7 @@ describe('postgresStore', () => {
     try {
       await assert.rejects(store.ready(), /is at version 0, this release needs \d+: run migratePostgres/);
       await assert.rejects(store.getResource('r1'), /run migratePostgres/);
-      await migratePostgres({ connectionString: DATABASE_URL!, schema, logger: false });
+      await migratePostgres({ connectionString: DATABASE_URL, schema, logger: false });
       assert.equal(await store.getResource('r1'), undefined, 'the check is retried on the next call');
     } finally {
       await store.close();
@@ -606,10 +606,10 @@ describe('postgresStore', () => {
   });
 
   pgIt('survives losing the server: 503 during the outage, nothing half-written, then reconnects by itself', async () => {
-    const target = new URL(DATABASE_URL!);
+    const target = new URL(DATABASE_URL);
     const relay = createRelay({ host: target.hostname, port: Number(target.port === '' ? 5432 : target.port) });
     await relay.start();
-    const viaRelay = new URL(DATABASE_URL!);
+    const viaRelay = new URL(DATABASE_URL);
     viaRelay.hostname = '127.0.0.1';
     viaRelay.port = String(relay.port);
     const schema = newSchema();

@@ -153,7 +153,7 @@ describe('runAcceptance options', () => {
       [{ url: 'localhost:4567' }, /http\(s\) URL/],
     ];
     for (const [override, message] of cases) {
-      await assert.rejects(runAcceptance({ ...base, ...override } as AcceptanceOptions), (err: unknown) => err instanceof InvalidOptionsError && message.test(err.message), JSON.stringify(override));
+      await assert.rejects(runAcceptance({ ...base, ...override }), (err: unknown) => err instanceof InvalidOptionsError && message.test(err.message), JSON.stringify(override));
     }
   });
 

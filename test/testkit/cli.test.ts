@@ -468,10 +468,10 @@ describe('cli migrate', () => {
     });
 
     it('applies the migrations once, then reports the schema up to date', { skip }, async () => {
-      const first = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL! });
+      const first = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL });
       assert.equal(first.code, 0, first.stderr);
       assert.match(first.stdout, new RegExp(`Schema ${schema} at version \\d+: applied 1, 2`));
-      const second = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL! });
+      const second = await cli(['migrate', '--schema', schema], tmpdir(), { DATABASE_URL: DATABASE_URL });
       assert.equal(second.code, 0);
       assert.match(second.stdout, /already up to date/);
     });

@@ -123,12 +123,12 @@ describe('marketplace simulator (serve)', () => {
         assert.equal(waiting.running, 'provision');
         assert.equal(waiting.pending?.callbackId, shown.callback?.id);
         // Stamped when sent, answered later, with its latency and every header.
-        assert.ok(Date.parse(shown.at) <= Date.parse(shown.response!.at));
+        assert.ok(Date.parse(shown.at) <= Date.parse(shown.response.at));
         assert.equal(typeof shown.response?.latencyMs, 'number');
         assert.match(shown.response?.headers['content-type'] ?? '', /^application\/json/);
         assert.ok('date' in (shown.response?.headers ?? {}), 'the answer lists every header, Date included');
         // The countdowns: the button's own wait, and the marketplace's 24 h deadline.
-        const answeredAt = Date.parse(shown.response!.at);
+        const answeredAt = Date.parse(shown.response.at);
         assert.ok(shown.callback!.waitUntil! - answeredAt > 55_000 && shown.callback!.waitUntil! - answeredAt <= 60_000 + 1000);
         assert.ok(Math.abs(shown.callback!.deadline - answeredAt - 24 * 3600_000) < 5000);
         assert.equal(shown.callback?.id, shown.request.headers['x-callback-id']);
@@ -137,7 +137,7 @@ describe('marketplace simulator (serve)', () => {
         const landed = await feed.until('the provision callback done', (state) => bySeq(state, shown.seq)?.callback?.state === 'done');
         const done = bySeq(landed, shown.seq)!;
         assert.equal(done.callback?.attempts.at(-1)?.status, 204);
-        assert.ok(done.callback!.attempts.length >= 2, 'the refused attempts stay listed');
+        assert.ok(done.callback.attempts.length >= 2, 'the refused attempts stay listed');
         assert.deepEqual(done.callback?.payload, { state: 'done', message: 'Your small bonnet is ready' });
         const answer = await pressed;
         assert.equal(answer.status, 200, answer.answer.message);

@@ -7,7 +7,7 @@
 export { postgresStore, type PostgresStore, type PostgresStoreOptions } from './store.js';
 export { migratePostgres, type MigrationReport } from './migrations.js';
 export { isTransientPostgresError, type PostgresConnectionOptions } from './connection.js';
-export { generateEncryptionKey, DecryptionError, type EncryptionKeyOption, type EncryptionKeyring } from '../crypto.js';
+export { generateEncryptionKey, DecryptionError, MissingEncryptionKeyError, type EncryptionKeyOption, type EncryptionKeyring } from '../crypto.js';
 export {
   migratePlatformPostgres,
   postgresOAuthStore,

@@ -159,7 +159,7 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
   return {
     write<T>(work: () => T, durable = true): Promise<T> {
       return new Promise<T>((resolve, reject) => {
-        queue.push({ work, durable, resolve: resolve as (value: unknown) => void, reject });
+        queue.push({ work, durable, resolve: resolve, reject });
         if (!scheduled) {
           scheduled = true;
           // setImmediate, not a microtask: requests whose I/O completed in the same turn of the

@@ -87,9 +87,13 @@ function rig(store: Store) {
   const handlers: ProviderHandlers = {
     provision: async ({ plan }) => (await step('provision'), `Your ${plan} bonnet is ready`),
     changePlan: async ({ plan }) => (await step('changePlan'), `Resized to ${plan}`),
-    deprovision: async () => void (await step('deprovision')),
+    deprovision: async () => {
+      await step('deprovision');
+    },
     provisionCredentials: async ({ id }) => (await step('provisionCredentials'), { credentials: { BONNETS_URL: `https://${id}@bonnets.example` } }),
-    deprovisionCredentials: async () => void (await step('deprovisionCredentials')),
+    deprovisionCredentials: async () => {
+      await step('deprovisionCredentials');
+    },
   };
   const engine = (catalog: Catalog): OperationEngine => {
     const env: TableEnv = {

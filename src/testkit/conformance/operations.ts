@@ -312,7 +312,7 @@ export function operationCases({ describe, test }: Suite): void {
         store.commitOperation(op.key, op.token, { mutation: { type: 'putResource', resource: resource('r1', { plan: 'large' }) }, delivery: delivery('d2') }),
       ]);
       assert.deepEqual([...outcomes].sort((a, b) => a.outcome.localeCompare(b.outcome)), [COMMITTED, LEASE_LOST]);
-      const winner = outcomes[0]!.outcome === 'committed' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
+      const winner = outcomes[0].outcome === 'committed' ? { plan: 'small', delivery: 'd1' } : { plan: 'large', delivery: 'd2' };
       assert.equal((await store.getResource('r1'))?.plan, winner.plan);
       assert.deepEqual(ids(await store.listDeliveries()), [winner.delivery]);
     }, { needs: ['listDeliveries'] });
