@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { postgresStore } from '../../src/store/postgres/index.js';
 
 /** The conventional local server, used when DATABASE_URL is unset and it answers. */
 export const LOCAL_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -37,4 +39,19 @@ async function probeServer(): Promise<string | false> {
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/** A provider store in a schema of its own (random unless given); `cleanup` drops the schema (the caller closes the store). */
+export function openPostgresStore(encryptionKey: string, schema = `em_test_${randomBytes(6).toString('hex')}`) {
+  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey, logger: false, poolSize: 4 });
+  const cleanup = async () => {
+    const admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    try {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await admin.end();
+    }
+  };
+  return { store, schema, cleanup };
 }

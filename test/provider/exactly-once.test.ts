@@ -1,19 +1,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express from 'express';
-import pg from 'pg';
 import { accepted, marketplaceRouter, memoryStore, NotFoundError, type MarketplaceRouterOptions, type ProviderHandlers, type Store } from '../../src/index.js';
 import type { CredentialRecord } from '../../src/store/types.js';
 import { createFakeConnector, type FakeConnector, type FakeConnectorServer } from '../../src/testkit/fake-connector.js';
 import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/http.js';
-import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { openPostgresStore, postgresSkipReason } from '../helpers/postgres.js';
 import { deferred, waitFor } from '../outbox/helpers.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
-import { postgresStore } from '../../src/store/postgres/index.js';
 
 /**
  * Exactly-once through the public API (issue #11): replayed signed requests, a resource's deletion
@@ -35,20 +32,8 @@ async function openSqlite() {
   return { store, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A store in its own schema, dropped after (the router closes the store). */
-async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
-  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
-  const cleanup = async () => {
-    const admin = new pg.Client({ connectionString: DATABASE_URL });
-    await admin.connect();
-    try {
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    } finally {
-      await admin.end();
-    }
-  };
-  return { store, schema, cleanup };
-}
+/** A store in its own schema, dropped by `cleanup` (the router closes the store). */
+const openPostgres = async (schema?: string) => openPostgresStore(KEY, schema);
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
 let seq = 0;

@@ -1,20 +1,17 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import pg from 'pg';
 import { BadRequestError, marketplaceRouter, memoryStore, type Catalog, type MarketplaceRouter, type ProviderHandlers, type Store } from '../../src/index.js';
 import { createSigner } from '../../src/testkit/signer.js';
 import { generateKeyPair } from '../../src/testkit/keys.js';
 import { listen, marketplaceClient, readAnswer, type Running } from '../helpers/http.js';
-import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { openPostgresStore, postgresSkipReason } from '../helpers/postgres.js';
 import { deferred, waitFor } from '../outbox/helpers.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
-import { postgresStore } from '../../src/store/postgres/index.js';
 
 /**
  * Exactly-once on the failure paths (issue 19), through the router, on every store: whatever the
@@ -43,19 +40,8 @@ const STORES: { name: string; skip?: string | false; open: (schema?: string) => 
   { name: 'postgres', skip: pgSkip, open: async (schema) => openPostgres(schema) },
 ];
 
-async function openPostgres(schema = `em_test_${randomBytes(6).toString('hex')}`) {
-  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 4 });
-  const cleanup = async () => {
-    const admin = new pg.Client({ connectionString: DATABASE_URL });
-    await admin.connect();
-    try {
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    } finally {
-      await admin.end();
-    }
-  };
-  return { store, schema, cleanup };
-}
+/** A store in its own schema, dropped by `cleanup` (the router closes the store). */
+const openPostgres = async (schema?: string) => openPostgresStore(KEY, schema);
 
 const CATALOG: Catalog = { bonnets: { plans: ['small', 'large', 'locked'] } };
 let seq = 0;
