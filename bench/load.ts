@@ -1,8 +1,7 @@
 import { createRequire } from 'node:module';
-import type { JsonWebKey } from 'node:crypto';
 import { serveCalls } from './lib/child.js';
 import { provisionRequest } from './lib/requests.js';
-import { BenchSigner, importKeyPair, rfc3339 } from './lib/signing.js';
+import { rfc3339, signerFor, type BenchSigner, type SignedTarget } from './lib/signing.js';
 
 /**
  * The load generator: autocannon's programmatic API in its own process. Every request is a
@@ -53,12 +52,7 @@ interface Prepared {
   body: Buffer;
 }
 
-export interface LoadParams {
-  /** `http://127.0.0.1:port` */
-  url: string;
-  /** The server's Host (`127.0.0.1:port`), which is signed. */
-  host: string;
-  master: JsonWebKey;
+export interface LoadParams extends SignedTarget {
   connections: number;
   /** Requests in the warm-up run. */
   warmup: number;
@@ -133,7 +127,7 @@ function fire(params: LoadParams, signer: BenchSigner, pool: Prepared[], limit: 
 }
 
 async function run(params: LoadParams): Promise<LoadResult> {
-  const signer = new BenchSigner(importKeyPair(params.master));
+  const signer = signerFor(params);
   const warm = await fire(params, signer, prepare(signer, params.host, params.warmup + params.connections), { amount: params.warmup });
   const warmupRate = warm.result.requests.total / Math.max(warm.result.duration, 0.001);
   const poolSize =

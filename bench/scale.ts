@@ -1,4 +1,3 @@
-import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,8 +12,9 @@ import type * as Postgres from '../src/store/postgres/index.js';
 import type * as Statements from '../src/store/sql/statements.js';
 import type * as Dialect from '../src/store/sql/dialect.js';
 import type * as StoreTypes from '../src/store/types.js';
-import { REPO_ROOT, serveCalls } from './lib/child.js';
-import { CATALOG, marketplaceId } from './lib/requests.js';
+import { serveCalls } from './lib/child.js';
+import { CATALOG, clockTime, marketplaceId, type BenchClock } from './lib/requests.js';
+import { closeServer, dist, listenLoopback, settle as settleHandled } from './lib/serving.js';
 
 /**
  * A SQL store's server for measurements 6 (time per request with many resources already stored)
@@ -29,15 +29,6 @@ import { CATALOG, marketplaceId } from './lib/requests.js';
  *   backends with that name are read from /proc (user + system time) at each `settle`.
  */
 
-async function dist<T>(module: string): Promise<T> {
-  const path = join(REPO_ROOT, 'dist', module);
-  try {
-    return (await import(path)) as T;
-  } catch (error) {
-    throw new Error(`bench: cannot load ${path}: run \`npm run build\` first (npm run bench does)`, { cause: error });
-  }
-}
-
 export type ScaleStore = 'sqlite' | 'postgres';
 
 export interface OpenParams {
@@ -48,11 +39,11 @@ export interface OpenParams {
   /** The router's Date tolerance (its replay records are kept twice that, at least a minute). */
   toleranceMs?: number;
   /**
-   * A clock running `speed` times faster than the wall clock from `origin` (ms since the epoch),
-   * given to the router as `now` (--quick soak only: the replay TTL and the once-a-minute prune
-   * then pass in seconds). Leases are stretched by the same factor so they last as long as usual.
+   * A faster clock, given to the router as `now` (--quick soak only: the replay TTL and the
+   * once-a-minute prune then pass in seconds). Leases are stretched by the same factor so they
+   * last as long as usual.
    */
-  clock?: { origin: number; speed: number };
+  clock?: BenchClock;
 }
 
 export interface SeedResult {
@@ -148,14 +139,13 @@ async function open(params: OpenParams): Promise<OpenResult> {
     await pgStore.ready();
     postgres = { schema, client, applicationName };
   }
-  const speed = params.clock?.speed ?? 1;
-  const origin = params.clock?.origin ?? 0;
+  const clock = params.clock;
   router = root.marketplaceRouter({
     store,
     catalog: CATALOG,
     masterKey: params.masterPublicKey,
     ...(params.toleranceMs === undefined ? {} : { toleranceMs: params.toleranceMs }),
-    ...(speed === 1 ? {} : { now: () => origin + (Date.now() - origin) * speed, leaseMs: 30_000 * speed }),
+    ...(clock === undefined || clock.speed === 1 ? {} : { now: () => clockTime(clock), leaseMs: 30_000 * clock.speed }),
     handlers: {
       provision: () => {
         handled++;
@@ -174,11 +164,10 @@ async function open(params: OpenParams): Promise<OpenResult> {
   app.use(router);
   const listening = createServer(app);
   server = listening;
-  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  const port = await listenLoopback(listening);
   cpuStart = process.cpuUsage();
   await readBackends();
   backendMicros = 0;
-  const port = (listening.address() as AddressInfo).port;
   if (postgres === undefined) return { port, where: sqlite!.path };
   const { rows } = await postgres.client.query<{ autovacuum: string }>('SHOW autovacuum');
   return { port, where: `schema ${postgres.schema}`, autovacuum: rows[0]?.autovacuum === 'on' };
@@ -277,14 +266,11 @@ async function counters(): Promise<Counters> {
   };
 }
 
-/** Waits until no request has been handled for 100 ms (at most 5 s). */
+const handledSoFar = () => handled;
+
+/** Counters once no request has been handled for 100 ms (at most 5 s). */
 async function settle(): Promise<Counters> {
-  const deadline = Date.now() + 5000;
-  let seen = -1;
-  while (seen !== handled && Date.now() < deadline) {
-    seen = handled;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await settleHandled(handledSoFar);
   return counters();
 }
 
@@ -321,9 +307,7 @@ async function close(): Promise<void> {
   if (server !== undefined) {
     const closing = server;
     server = undefined;
-    closing.closeAllConnections();
-    await new Promise<void>((resolve) => closing.close(() => resolve()));
-    await settle();
+    await closeServer(closing, handledSoFar);
   }
   await router?.close();
   router = undefined;

@@ -1,4 +1,3 @@
-import type { AddressInfo } from 'node:net';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,23 +12,12 @@ import type * as Memory from '../src/store/memory.js';
 import type * as Sqlite from '../src/store/sqlite.js';
 import type * as Postgres from '../src/store/postgres/index.js';
 import type * as StoreTypes from '../src/store/types.js';
-import { REPO_ROOT, serveCalls } from './lib/child.js';
+import { serveCalls } from './lib/child.js';
 import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
 import { CATALOG, marketplaceId } from './lib/requests.js';
+import { closeServer, dist, listenLoopback, settle } from './lib/serving.js';
 
-/**
- * The package as users run it: the servers load the compiled `dist/` (npm run bench builds it
- * first), never the TypeScript sources through tsx, whose transform adds a helper call to every
- * closure created per request and would bill the library for the loader's work.
- */
-async function dist<T>(module: string): Promise<T> {
-  const path = join(REPO_ROOT, 'dist', module);
-  try {
-    return (await import(path)) as T;
-  } catch (error) {
-    throw new Error(`bench: cannot load ${path}: run \`npm run build\` first (npm run bench does)`, { cause: error });
-  }
-}
+// The package as users run it: the compiled dist/ (bench/lib/serving.ts).
 const [{ canonicalRequest }, { marketplaceRouter }, { generateEncryptionKey }, { memoryStore }, { operationKey }] = await Promise.all([
   dist<typeof Canonicalize>('signature/canonicalize.js'),
   dist<typeof Router>('provider/router.js'),
@@ -106,9 +94,9 @@ async function start(params: StartParams): Promise<{ port: number }> {
   handled = 0;
   const listening = await serverFor(params);
   server = listening;
-  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  const port = await listenLoopback(listening);
   cpuStart = process.cpuUsage();
-  return { port: (listening.address() as AddressInfo).port };
+  return { port };
 }
 
 /** The configuration's HTTP server, not listening yet. */
@@ -229,15 +217,13 @@ function counters(): StopResult {
   return { handled, cpuMicros: cpu.user + cpu.system, rss: process.memoryUsage().rss };
 }
 
+const handledSoFar = () => handled;
+
 async function close(): Promise<void> {
   if (server !== undefined) {
     const closing = server;
     server = undefined;
-    closing.closeAllConnections();
-    await new Promise<void>((resolve) => closing.close(() => resolve()));
-    // Requests cut off when the load generator stopped may still be in their handler or store
-    // commit: let them finish before the store closes under them.
-    await settle();
+    await closeServer(closing, handledSoFar);
   }
   const releasing = release;
   release = undefined;
@@ -245,19 +231,9 @@ async function close(): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 }
 
-/** Waits until no request has been handled for 100 ms (at most 5 s). */
-async function settle(): Promise<void> {
-  const deadline = Date.now() + 5000;
-  let seen = -1;
-  while (seen !== handled && Date.now() < deadline) {
-    seen = handled;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 /** Counters once the requests cut off at the end of a run have finished. */
 async function settled(): Promise<StopResult> {
-  await settle();
+  await settle(handledSoFar);
   return counters();
 }
 

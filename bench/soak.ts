@@ -1,8 +1,7 @@
 import { Agent, request as httpRequest } from 'node:http';
-import type { JsonWebKey } from 'node:crypto';
 import { serveCalls } from './lib/child.js';
-import { marketplaceId } from './lib/requests.js';
-import { BenchSigner, importKeyPair, rfc3339, type RequestToSign } from './lib/signing.js';
+import { clockTime, planChange, type BenchClock } from './lib/requests.js';
+import { rfc3339, signerFor, type BenchSigner, type SignedTarget } from './lib/signing.js';
 
 /**
  * The load generator of measurement 7: a steady stream of signed plan changes at a fixed rate,
@@ -20,12 +19,7 @@ import { BenchSigner, importKeyPair, rfc3339, type RequestToSign } from './lib/s
  * The caller polls `window()`: what was sent and answered since the previous poll.
  */
 
-export interface SoakParams {
-  /** `http://127.0.0.1:port` */
-  url: string;
-  /** The server's Host (`127.0.0.1:port`), which is signed. */
-  host: string;
-  master: JsonWebKey;
+export interface SoakParams extends SignedTarget {
   /** The seeded resources to change, round robin. */
   ids: readonly string[];
   /** Requests per second. */
@@ -33,7 +27,7 @@ export interface SoakParams {
   /** Most requests in flight (one keep-alive connection each). */
   connections: number;
   /** The server's clock (bench/scale.ts `clock`): Dates are signed on it. */
-  clock?: { origin: number; speed: number };
+  clock?: BenchClock;
   /** Width of the time buckets requests are counted in by when they were sent, seconds. */
   bucketSeconds: number;
 }
@@ -89,14 +83,9 @@ class Stream {
   constructor(params: SoakParams) {
     if (params.ids.length <= params.connections) throw new Error('bench: the soak needs more resources than connections');
     this.#params = params;
-    this.#signer = new BenchSigner(importKeyPair(params.master));
+    this.#signer = signerFor(params);
     this.#agent = new Agent({ keepAlive: true, maxSockets: params.connections });
     this.#timer = setInterval(() => this.#tick(), 5);
-  }
-
-  #now(): number {
-    const clock = this.#params.clock;
-    return clock === undefined ? Date.now() : clock.origin + (Date.now() - clock.origin) * clock.speed;
   }
 
   #tick(): void {
@@ -111,7 +100,7 @@ class Stream {
     const index = this.#sent++;
     const id = ids[index % ids.length]!;
     const plan = Math.floor(index / ids.length) % 2 === 0 ? 'high' : 'low';
-    const signed = planChange(host, rfc3339(this.#now()), id, plan);
+    const signed = planChange(host, rfc3339(clockTime(this.#params.clock)), id, plan);
     const headers = this.#signer.sign(signed);
     this.#inFlight++;
     this.#wSent++;
@@ -129,7 +118,7 @@ class Stream {
       }
       if (this.#inFlight === 0) this.#drained?.();
     };
-    const req = httpRequest(`${this.#params.url}${signed.url}`, { method: 'PATCH', headers, agent: this.#agent, timeout: 30_000 }, (res) => {
+    const req = httpRequest(`${this.#params.url}${signed.url}`, { method: signed.method, headers, agent: this.#agent, timeout: 30_000 }, (res) => {
       res.resume();
       res.once('end', () => finish(res.statusCode));
       res.once('error', () => finish(undefined));
@@ -174,25 +163,6 @@ class Stream {
     this.#agent.destroy();
     return this.window();
   }
-}
-
-/** A signed plan change as the marketplace sends it: callback headers, JSON body with a trailing newline. */
-export function planChange(host: string, date: string, id: string, plan: string): RequestToSign {
-  const callbackId = marketplaceId();
-  const body = Buffer.from(`${JSON.stringify({ plan })}\n`);
-  return {
-    method: 'PATCH',
-    url: `/v1/resources/${id}`,
-    host,
-    date,
-    headers: [
-      ['x-callback-id', callbackId],
-      ['x-callback-url', `http://127.0.0.1:5000/v1/callbacks/${callbackId}`],
-      ['content-type', 'application/json'],
-      ['content-length', String(body.length)],
-    ],
-    body,
-  };
 }
 
 serveCalls(

@@ -24,15 +24,15 @@ export function marketplaceId(): string {
 }
 
 /**
- * A provisioning PUT shaped like the interface's signed example: callback headers, JSON body with
- * a trailing newline, and the same signed header list (host date x-callback-id x-callback-url
- * content-type content-length).
+ * A signed marketplace request shaped like the interface's signed example: callback headers, the
+ * JSON body with a trailing newline, and the same signed header list (host date x-callback-id
+ * x-callback-url content-type content-length).
  */
-export function provisionRequest(host: string, date: string, id = marketplaceId()): RequestToSign {
+function callbackRequest(method: string, host: string, date: string, id: string, payload: unknown): RequestToSign {
   const callbackId = marketplaceId();
-  const body = Buffer.from(`${JSON.stringify({ id, plan: 'low', product: 'generator', region: 'aws::us-east-1' })}\n`);
+  const body = Buffer.from(`${JSON.stringify(payload)}\n`);
   return {
-    method: 'PUT',
+    method,
     url: `/v1/resources/${id}`,
     host,
     date,
@@ -44,4 +44,29 @@ export function provisionRequest(host: string, date: string, id = marketplaceId(
     ],
     body,
   };
+}
+
+/** A provisioning PUT of a new resource (`id`, random unless given), plan `low`. */
+export function provisionRequest(host: string, date: string, id = marketplaceId()): RequestToSign {
+  return callbackRequest('PUT', host, date, id, { id, plan: 'low', product: 'generator', region: 'aws::us-east-1' });
+}
+
+/** A plan change (PATCH) of resource `id` to `plan`. */
+export function planChange(host: string, date: string, id: string, plan: string): RequestToSign {
+  return callbackRequest('PATCH', host, date, id, { plan });
+}
+
+/**
+ * A clock running `speed` times faster than the wall clock from `origin` (ms since the epoch): the
+ * --quick soak's server runs on it (bench/scale.ts), and its load generator signs Dates on it
+ * (bench/soak.ts).
+ */
+export interface BenchClock {
+  origin: number;
+  speed: number;
+}
+
+/** The time on `clock` (ms since the epoch), or the wall clock's without one. */
+export function clockTime(clock: BenchClock | undefined): number {
+  return clock === undefined ? Date.now() : clock.origin + (Date.now() - clock.origin) * clock.speed;
 }

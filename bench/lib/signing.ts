@@ -34,6 +34,16 @@ function fromPrivate(privateKey: KeyObject): BenchKeyPair {
   return { privateKey, publicKey: jwk.x, jwk };
 }
 
+/** The server a load generator (bench/load.ts, bench/soak.ts) sends signed requests to, and the key they are signed under. */
+export interface SignedTarget {
+  /** `http://127.0.0.1:port` */
+  url: string;
+  /** The server's Host (`127.0.0.1:port`), which is signed. */
+  host: string;
+  /** The master key's private JWK ({@link BenchKeyPair.jwk}); each load generator endorses a live key of its own with it. */
+  master: JsonWebKey;
+}
+
 /** One request to sign; headers are signed in the given order after host and date. */
 export interface RequestToSign {
   method: string;
@@ -69,6 +79,11 @@ export class BenchSigner {
     headers['x-signature'] = `${signature} ${this.live.publicKey} ${this.#endorsement}`;
     return headers;
   }
+}
+
+/** A signer for `target`: a fresh live key, endorsed by its master key. */
+export function signerFor(target: SignedTarget): BenchSigner {
+  return new BenchSigner(importKeyPair(target.master));
 }
 
 /** RFC 3339 in UTC to the second, as the marketplace writes Date. */
