@@ -1,14 +1,6 @@
-/** The mini marketplace page behind `embedded-marketplace serve`. */
+/**
+ * The mini marketplace page behind `embedded-marketplace serve`. Its public types are every type
+ * of ./types.ts; which of them the package exports is listed once, in src/testkit/index.ts.
+ */
 export { createSimulator } from './server.js';
-export type {
-  Simulator,
-  SimulatorCallback,
-  SimulatorCallbackAttempt,
-  SimulatorCredentialSet,
-  SimulatorLogEntry,
-  SimulatorOptions,
-  SimulatorResponse,
-  SimulatorSsoHop,
-  SimulatorSsoStep,
-  SimulatorState,
-} from './server.js';
+export type * from './types.js';

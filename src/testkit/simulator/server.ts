@@ -13,19 +13,6 @@ import { describeFailure, observeSsoHop, recordResponse } from './observe.js';
 import { renderPage } from './page.js';
 import type { Simulator, SimulatorCallback, SimulatorCredentialSet, SimulatorLogEntry, SimulatorOptions, SimulatorState } from './types.js';
 
-export type {
-  Simulator,
-  SimulatorCallback,
-  SimulatorCallbackAttempt,
-  SimulatorCredentialSet,
-  SimulatorLogEntry,
-  SimulatorOptions,
-  SimulatorResponse,
-  SimulatorSsoHop,
-  SimulatorSsoStep,
-  SimulatorState,
-} from './types.js';
-
 const FACTORY = 'createSimulator';
 const KNOWN = ['providerUrl', 'masterPrivateKey', 'product', 'plan', 'plans', 'region', 'credential', 'clientId', 'clientSecret', 'connectorPort', 'connector', 'callbackTimeoutMs'] as const;
 const LABEL = /^[a-z0-9][a-z0-9\-_]{1,128}$/;
