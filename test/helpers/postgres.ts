@@ -41,17 +41,26 @@ async function probeServer(): Promise<string | false> {
   }
 }
 
-/** A provider store in a schema of its own (random unless given); `cleanup` drops the schema (the caller closes the store). */
-export function openPostgresStore(encryptionKey: string, schema = `em_test_${randomBytes(6).toString('hex')}`) {
-  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey, logger: false, poolSize: 4 });
-  const cleanup = async () => {
-    const admin = new pg.Client({ connectionString: DATABASE_URL });
-    await admin.connect();
-    try {
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    } finally {
-      await admin.end();
-    }
-  };
-  return { store, schema, cleanup };
+/** Drops `schema` and everything in it, over a connection of its own. */
+export async function dropSchema(schema: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  try {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** A fresh schema name: one test's own. */
+export const newSchema = (): string => `em_test_${randomBytes(6).toString('hex')}`;
+
+/**
+ * A provider store in a schema of its own (random unless given; pass one schema to several calls
+ * for several instances over one database); `cleanup` drops the schema (the caller closes the store).
+ */
+export function openPostgresStore(encryptionKey: string, options: { schema?: string; poolSize?: number } = {}) {
+  const { schema = newSchema(), poolSize = 4 } = options;
+  const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey, logger: false, poolSize });
+  return { store, schema, cleanup: () => dropSchema(schema) };
 }

@@ -15,6 +15,7 @@ import {
   type ResourceEventData,
 } from '../../src/platform/index.js';
 import { capturedLogger, listen, manualClock } from './helpers.js';
+import { deferred } from '../outbox/helpers.js';
 
 interface Delivered {
   type: string;
@@ -187,6 +188,36 @@ function arrivalOf(n: number): { verify: () => boolean; arrived: Promise<void> }
   };
 }
 
+/**
+ * Two copies of one delivery, the copy arriving while the first is held in its handler. Once the
+ * copy has arrived the first handler call ends as `first` says (returns, or throws); any later
+ * call returns at once. `check` gets both answers, `post` for more, and the handler's call count.
+ */
+async function overlappingCopies(
+  first: 'returns' | 'throws',
+  check: (ctx: { answers: [supertest.Response, supertest.Response]; post: (type: string, body: unknown) => supertest.Test; calls: () => number }) => Promise<void>,
+): Promise<void> {
+  let calls = 0;
+  const entered = deferred();
+  const gate = deferred();
+  const handler = async () => {
+    calls += 1;
+    if (calls > 1) return;
+    entered.resolve();
+    await gate.promise;
+    if (first === 'throws') throw new Error('failed');
+  };
+  const second = arrivalOf(2);
+  await withReceiver({ handlers: { 'resource:provisioned': handler }, verify: second.verify }, async ({ post }) => {
+    const original = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
+    await entered.promise;
+    const copy = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
+    await second.arrived;
+    gate.resolve();
+    await check({ answers: await Promise.all([original, copy]), post, calls: () => calls });
+  });
+}
+
 describe('marketplaceEvents: duplicates and retries', () => {
   it('delivers the same type, resource and subject once within the window', async () => {
     const clock = manualClock();
@@ -241,31 +272,10 @@ describe('marketplaceEvents: duplicates and retries', () => {
   });
 
   it('lets a copy arriving during the first delivery share its outcome instead of running twice', async () => {
-    let calls = 0;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let entered!: () => void;
-    const started = new Promise<void>((resolve) => {
-      entered = resolve;
-    });
-    const handler = async () => {
-      calls += 1;
-      entered();
-      await gate;
-    };
-    const second = arrivalOf(2);
-    await withReceiver({ handlers: { 'resource:provisioned': handler }, verify: second.verify }, async ({ post }) => {
-      const first = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
-      await started;
-      const copy = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
-      await second.arrived;
-      release();
-      const [a, b] = await Promise.all([first, copy]);
+    await overlappingCopies('returns', async ({ answers: [a, b], calls }) => {
       assert.equal(a.status, 200);
       assert.equal(b.status, 200);
-      assert.equal(calls, 1);
+      assert.equal(calls(), 1);
     });
   });
 
@@ -281,34 +291,11 @@ describe('marketplaceEvents: duplicates and retries', () => {
   });
 
   it('fails a copy that shared a failed delivery, so both are retried', async () => {
-    let calls = 0;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let entered!: () => void;
-    const started = new Promise<void>((resolve) => {
-      entered = resolve;
-    });
-    const handler = async () => {
-      calls += 1;
-      if (calls > 1) return;
-      entered();
-      await gate;
-      throw new Error('failed');
-    };
-    const second = arrivalOf(2);
-    await withReceiver({ handlers: { 'resource:provisioned': handler }, verify: second.verify }, async ({ post }) => {
-      const first = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
-      await started;
-      const copy = post('resource:provisioned', envelope('resource:provisioned')).then((r) => r);
-      await second.arrived;
-      release();
-      const [a, b] = await Promise.all([first, copy]);
+    await overlappingCopies('throws', async ({ answers: [a, b], post, calls }) => {
       assert.equal(a.status, 500);
       assert.equal(b.status, 500);
       assert.equal((await post('resource:provisioned', envelope('resource:provisioned'))).status, 200);
-      assert.equal(calls, 2);
+      assert.equal(calls(), 2);
     });
   });
 
@@ -397,14 +384,8 @@ describe('marketplaceEvents: duplicates and retries', () => {
       complete: (key, owner, expiresAt) => inner.complete(key, owner, expiresAt),
       release: (key, owner) => inner.release(key, owner),
     };
-    let entered!: () => void;
-    const running = new Promise<void>((resolve) => {
-      entered = resolve;
-    });
-    let finish!: () => void;
-    const gate = new Promise<void>((resolve) => {
-      finish = resolve;
-    });
+    const running = deferred();
+    const gate = deferred();
     const receiver = marketplaceEvents({
       verify: false,
       logger: false,
@@ -412,18 +393,18 @@ describe('marketplaceEvents: duplicates and retries', () => {
       claimLeaseMs: 10_000,
       handlers: {
         'resource:provisioned': async () => {
-          entered();
-          await gate;
+          running.resolve();
+          await gate.promise;
         },
       },
     });
     const app = express();
     app.post('/v1/events', receiver);
     const answer = supertest(app).post('/v1/events').set('X-Marketplace-Event', 'resource:provisioned').send(envelope('resource:provisioned')).then((res) => res);
-    await running;
+    await running.promise;
     t.mock.timers.tick(5_000);
     t.mock.timers.tick(5_000);
-    finish();
+    gate.resolve();
     assert.equal((await answer).status, 200);
     t.mock.timers.tick(20_000);
     assert.deepEqual(claims, [10_000, 10_000, 10_000], 'the first claim and two renewals, none after the end');

@@ -33,7 +33,7 @@ async function openSqlite() {
 }
 
 /** A store in its own schema, dropped by `cleanup` (the router closes the store). */
-const openPostgres = async (schema?: string) => openPostgresStore(KEY, schema);
+const openPostgres = async (schema?: string) => openPostgresStore(KEY, { schema });
 
 const CLIENT = { clientId: 'provider-client', clientSecret: 'provider-client-secret-value' };
 let seq = 0;

@@ -41,7 +41,7 @@ const STORES: { name: string; skip?: string | false; open: (schema?: string) => 
 ];
 
 /** A store in its own schema, dropped by `cleanup` (the router closes the store). */
-const openPostgres = async (schema?: string) => openPostgresStore(KEY, schema);
+const openPostgres = async (schema?: string) => openPostgresStore(KEY, { schema });
 
 const CATALOG: Catalog = { bonnets: { plans: ['small', 'large', 'locked'] } };
 let seq = 0;

@@ -9,15 +9,12 @@
  * DIFFERENTIAL_RUNS runs more sequences (say 2000, locally).
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { describe, it } from 'node:test';
-import pg from 'pg';
 import { memoryStore } from '../../src/store/memory.js';
-import { postgresStore } from '../../src/store/postgres/index.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { assertDifferential, checkDifferential, storeDifferential, type DifferentialTarget } from '../../src/testkit/index.js';
-import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { openPostgresStore, postgresSkipReason } from '../helpers/postgres.js';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 const RUNS = Number(process.env.DIFFERENTIAL_RUNS ?? 60);
@@ -37,20 +34,13 @@ const postgres: DifferentialTarget = {
   name: 'postgres',
   skip: pgSkip,
   makeStore: async () => {
-    const schema = `em_test_${randomBytes(6).toString('hex')}`;
-    const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 2 });
+    const { store, cleanup } = openPostgresStore(KEY, { poolSize: 2 });
     await store.ready();
     return {
       store,
       cleanup: async () => {
         await store.close();
-        const admin = new pg.Client({ connectionString: DATABASE_URL });
-        await admin.connect();
-        try {
-          await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        } finally {
-          await admin.end();
-        }
+        await cleanup();
       },
     };
   },

@@ -9,20 +9,17 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import express from 'express';
-import pg from 'pg';
 import { InvalidOptionsError, marketplaceRouter, memoryStore, UsagePeriodClosedError, type ProviderHandlers } from '../../src/index.js';
 import { createRedactingLogger } from '../../src/lib/logger.js';
 import { answerMeasures } from '../../src/core/measures.js';
 import { createUsageLedger } from '../../src/core/usage.js';
 import { generateEncryptionKey } from '../../src/store/crypto.js';
-import { postgresStore } from '../../src/store/postgres/index.js';
 import { sqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { listen, logCapture, marketplaceClient } from '../helpers/http.js';
-import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
+import { dropSchema, newSchema, openPostgresStore, postgresSkipReason } from '../helpers/postgres.js';
 import { heldBy } from './contract.js';
 
 const KEY = generateEncryptionKey();
@@ -69,64 +66,88 @@ async function measures(store: Store, id: string, start: string, end: string): P
 
 const ID = 'rusageperiods0000000000000001';
 
+interface PeriodCase {
+  store: Store;
+  time: ReturnType<typeof clock>;
+  ledger: ReturnType<typeof createUsageLedger>;
+}
+
+/**
+ * One case on a fresh database: a store, a clock set to `start`, a usage ledger on both and the
+ * resource ID provisioned; `body` runs, the store closes, then `afterClose` (a restart, say) runs;
+ * the database is cleaned up whatever happened.
+ */
+async function periodCase(
+  makeDatabase: () => Promise<Database>,
+  start: string,
+  body: (c: PeriodCase) => Promise<void>,
+  afterClose?: (db: Database, time: PeriodCase['time']) => Promise<void>,
+): Promise<void> {
+  const db = await makeDatabase();
+  try {
+    const store = await db.open();
+    const time = clock(start);
+    const ledger = createUsageLedger({ store, now: time.now, logger });
+    await provision(store, ID, time.now());
+    await body({ store, time, ledger });
+    await store.close();
+    await afterClose?.(db, time);
+  } finally {
+    await db.cleanup();
+  }
+}
+
 function periodCases(name: string, makeDatabase: () => Promise<Database>, skip: string | false = false): void {
   describe(`usage periods: ${name}`, () => {
     it('refuses usage into a closed period, so its answer is the same on every read', { skip }, async () => {
-      const db = await makeDatabase();
-      try {
-        const store = await db.open();
-        const time = clock('2026-11-10T10:00:00Z');
-        const ledger = createUsageLedger({ store, now: time.now, logger });
-        await provision(store, ID, time.now());
-        await ledger.recordUsage(ID, 'requests', 5);
-        time.set('2026-11-10T10:30:00Z');
-        await ledger.recordUsage(ID, 'requests', 2);
-        time.set('2026-11-10T11:30:00Z');
-        await ledger.recordUsage(ID, 'requests', 1, new Date('2026-11-10T10:45:00Z')); // late, within the grace
-        const closed = await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z');
-        assert.deepEqual(JSON.parse(closed), { status: 200, body: { resource_id: ID, period_start: '2026-11-10T10:00:00Z', period_end: '2026-11-10T11:00:00Z', measures: { requests: 8 } } });
+      let closed = '';
+      await periodCase(
+        makeDatabase,
+        '2026-11-10T10:00:00Z',
+        async ({ store, time, ledger }) => {
+          await ledger.recordUsage(ID, 'requests', 5);
+          time.set('2026-11-10T10:30:00Z');
+          await ledger.recordUsage(ID, 'requests', 2);
+          time.set('2026-11-10T11:30:00Z');
+          await ledger.recordUsage(ID, 'requests', 1, new Date('2026-11-10T10:45:00Z')); // late, within the grace
+          closed = await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z');
+          assert.deepEqual(JSON.parse(closed), { status: 200, body: { resource_id: ID, period_start: '2026-11-10T10:00:00Z', period_end: '2026-11-10T11:00:00Z', measures: { requests: 8 } } });
 
-        time.set('2026-11-10T12:00:00Z'); // end + 1 h: closed
-        const refused = await ledger.recordUsage(ID, 'requests', 50, at('2026-11-10T10:59:59.999Z')).then(() => undefined, (error: unknown) => error);
-        assert.ok(refused instanceof UsagePeriodClosedError, `expected UsagePeriodClosedError, got ${String(refused)}`);
-        assert.equal(refused.code, 'ERR_USAGE_PERIOD_CLOSED');
-        assert.equal(refused.at, at('2026-11-10T10:59:59.999Z'));
-        assert.equal(refused.closedBefore, at('2026-11-10T11:00:00Z'));
-        assert.match(refused.message, /closed period.*late: 'current-period'/);
-        assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
+          time.set('2026-11-10T12:00:00Z'); // end + 1 h: closed
+          const refused = await ledger.recordUsage(ID, 'requests', 50, at('2026-11-10T10:59:59.999Z')).then(() => undefined, (error: unknown) => error);
+          assert.ok(refused instanceof UsagePeriodClosedError, `expected UsagePeriodClosedError, got ${String(refused)}`);
+          assert.equal(refused.code, 'ERR_USAGE_PERIOD_CLOSED');
+          assert.equal(refused.at, at('2026-11-10T10:59:59.999Z'));
+          assert.equal(refused.closedBefore, at('2026-11-10T11:00:00Z'));
+          assert.match(refused.message, /closed period.*late: 'current-period'/);
+          assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
 
-        // The first instant of the next hour is still open; so is usage booked late on purpose.
-        await ledger.recordUsage(ID, 'requests', 3, at('2026-11-10T11:00:00Z'));
-        await ledger.recordUsage(ID, 'storage', 4, at('2026-11-10T10:15:00Z'), { late: 'current-period' });
-        assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
-        assert.deepEqual(JSON.parse(await measures(store, ID, '2026-11-10T11:00:00Z', '2026-11-10T13:00:00Z')).body.measures, { requests: 3, storage: 4 });
-        assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed, 'read again');
-        await store.close();
-
-        if (!db.durable) return;
-        // A restart: a new store instance over the same database, a new ledger (nothing of the rule is kept in memory).
-        const reopened = await db.open();
-        try {
-          time.set('2026-11-11T09:00:00Z');
-          const again = createUsageLedger({ store: reopened, now: time.now, logger });
-          assert.equal(await measures(reopened, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
-          await assert.rejects(again.recordUsage(ID, 'requests', 9, at('2026-11-10T10:30:00Z')), UsagePeriodClosedError);
-          assert.equal(await measures(reopened, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
-        } finally {
-          await reopened.close();
-        }
-      } finally {
-        await db.cleanup();
-      }
+          // The first instant of the next hour is still open; so is usage booked late on purpose.
+          await ledger.recordUsage(ID, 'requests', 3, at('2026-11-10T11:00:00Z'));
+          await ledger.recordUsage(ID, 'storage', 4, at('2026-11-10T10:15:00Z'), { late: 'current-period' });
+          assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
+          assert.deepEqual(JSON.parse(await measures(store, ID, '2026-11-10T11:00:00Z', '2026-11-10T13:00:00Z')).body.measures, { requests: 3, storage: 4 });
+          assert.equal(await measures(store, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed, 'read again');
+        },
+        async (db, time) => {
+          if (!db.durable) return;
+          // A restart: a new store instance over the same database, a new ledger (nothing of the rule is kept in memory).
+          const reopened = await db.open();
+          try {
+            time.set('2026-11-11T09:00:00Z');
+            const again = createUsageLedger({ store: reopened, now: time.now, logger });
+            assert.equal(await measures(reopened, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
+            await assert.rejects(again.recordUsage(ID, 'requests', 9, at('2026-11-10T10:30:00Z')), UsagePeriodClosedError);
+            assert.equal(await measures(reopened, ID, '2026-11-10T10:00:00Z', '2026-11-10T11:00:00Z'), closed);
+          } finally {
+            await reopened.close();
+          }
+        },
+      );
     });
 
     it('keeps a period within the retention unchanged when older usage is pruned', { skip }, async () => {
-      const db = await makeDatabase();
-      try {
-        const store = await db.open();
-        const time = clock('2026-10-31T23:30:00Z');
-        const ledger = createUsageLedger({ store, now: time.now, logger });
-        await provision(store, ID, time.now());
+      await periodCase(makeDatabase, '2026-10-31T23:30:00Z', async ({ store, time, ledger }) => {
         await ledger.recordUsage(ID, 'requests', 1);
         time.set('2026-11-01T00:30:00Z');
         await ledger.recordUsage(ID, 'requests', 10);
@@ -141,26 +162,15 @@ function periodCases(name: string, makeDatabase: () => Promise<Database>, skip: 
         assert.equal(await measures(store, ID, '2026-11-01T00:00:00Z', '2026-12-01T00:00:00Z'), november);
         // A period reaching before the retention counts what is left (documented in docs/usage.md).
         assert.notEqual(await measures(store, ID, '2026-10-31T00:00:00Z', '2026-11-02T00:00:00Z'), mixed);
-        await store.close();
-      } finally {
-        await db.cleanup();
-      }
+      });
     });
 
     it('answers the features of a period in one order, whatever order they were recorded in', { skip }, async () => {
-      const db = await makeDatabase();
-      try {
-        const store = await db.open();
-        const time = clock('2026-11-10T10:00:00Z');
-        const ledger = createUsageLedger({ store, now: time.now, logger });
-        await provision(store, ID, time.now());
+      await periodCase(makeDatabase, '2026-11-10T10:00:00Z', async ({ store, ledger }) => {
         for (const feature of ['zeta', 'alpha', 'Mid', 'beta-2', 'beta']) await ledger.recordUsage(ID, feature, 1);
         const body = JSON.parse(await measures(store, ID, '2026-11-10T00:00:00Z', '2026-11-11T00:00:00Z')).body as { measures: Record<string, number> };
         assert.deepEqual(Object.keys(body.measures), ['Mid', 'alpha', 'beta', 'beta-2', 'zeta']);
-        await store.close();
-      } finally {
-        await db.cleanup();
-      }
+      });
     });
   });
 }
@@ -179,22 +189,17 @@ periodCases('sqlite', async () => {
 });
 
 const pgSkip = await postgresSkipReason();
-const admin = pgSkip === false ? new pg.Pool({ connectionString: DATABASE_URL, max: 2 }) : undefined;
-admin?.on('error', () => undefined);
-after(async () => admin?.end());
-async function postgresDatabase(): Promise<Database & { schema: string }> {
-  const schema = `em_test_${randomBytes(6).toString('hex')}`;
+/** One schema; each `open` is a new PostgreSQL store instance over it. */
+async function postgresDatabase(): Promise<Database> {
+  const schema = newSchema();
   return {
-    schema,
     async open() {
-      const store = postgresStore({ connectionString: DATABASE_URL, schema, encryptionKey: KEY, logger: false, poolSize: 2 });
+      const { store } = openPostgresStore(KEY, { schema, poolSize: 2 });
       await store.ready();
       return store;
     },
     durable: true,
-    cleanup: async () => {
-      await admin!.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    },
+    cleanup: () => dropSchema(schema),
   };
 }
 periodCases('postgres', postgresDatabase, pgSkip);
