@@ -14,6 +14,7 @@ import pg from 'pg';
 import { listen, type Running } from '../helpers/http.js';
 import { DATABASE_URL, postgresSkipReason } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/processes.js';
+import { FakeClock } from './helpers/clock.js';
 import { freePort } from './helpers/harness.js';
 import { createToyProvider } from './helpers/toy-provider.js';
 
@@ -27,17 +28,17 @@ interface Outcome {
   stderr: string;
 }
 
-/** Runs a command in this process through the bin's own entry (fast; same exit codes). */
-async function cli(args: string[], cwd: string, env: Record<string, string> = {}): Promise<Outcome> {
+/** Runs a command in this process through the bin's own entry (fast; same exit codes); `clock` is what `--wait` counts on. */
+async function cli(args: string[], cwd: string, env: Record<string, string> = {}, clock?: FakeClock): Promise<Outcome> {
   let stdout = '';
   let stderr = '';
-  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, env, cwd };
+  const io = { stdout: { write: (t: string) => (stdout += t) }, stderr: { write: (t: string) => (stderr += t) }, env, cwd, ...(clock === undefined ? {} : { clock }) };
   const code = await main(args, io);
   return { code, stdout, stderr };
 }
 
 /** A command running in this process, watched while it runs: `seen` resolves once its output matches. */
-function cliLive(args: string[], cwd: string, env: Record<string, string> = {}, signal?: AbortSignal) {
+function cliLive(args: string[], cwd: string, env: Record<string, string> = {}, signal?: AbortSignal, clock?: FakeClock) {
   let stdout = '';
   let stderr = '';
   const watchers = new Set<{ pattern: RegExp; resolve: () => void }>();
@@ -54,6 +55,7 @@ function cliLive(args: string[], cwd: string, env: Record<string, string> = {}, 
     stderr: { write: (t: string) => (stderr += t) },
     env,
     cwd,
+    ...(clock === undefined ? {} : { clock }),
   };
   const done = main(args, io, signal).then((code): Outcome => ({ code, stdout, stderr }));
   return {
@@ -381,13 +383,16 @@ describe('embedded-marketplace CLI', () => {
       const [port, connectorPort] = [await freePort(), await freePort()];
       const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, CONNECTOR_URL: `http://127.0.0.1:${connectorPort}`, CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret, LOG_LEVEL: 'silent' });
       const url = `http://127.0.0.1:${port}`;
-      const run = cliLive(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--wait', '120', url], dir);
+      // The wait's time moves only when the test says: the next attempt comes once the provider listens.
+      const clock = new FakeClock();
+      const run = cliLive(['test', ...TEST_FLAGS, '--connector-port', String(connectorPort), '--wait', '120', url], dir, {}, undefined, clock);
       let server: { close(): Promise<void> } | undefined;
       try {
         // Printed after the first attempt was refused: the provider is not up yet, and nothing ran.
         await run.seen(/Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\n/);
         assert.doesNotMatch(run.output(), /Marketplace acceptance run/);
         server = await listenOn(provider.app, port);
+        await clock.wake();
         const out = await run.done;
         assert.equal(out.code, 0, out.stdout + out.stderr);
         assert.match(out.stdout, /^Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\nMarketplace acceptance run\n/);
@@ -401,8 +406,11 @@ describe('embedded-marketplace CLI', () => {
 
     it('test gives up after the deadline with exit status 2, naming the URL and the seconds', async () => {
       const url = `http://127.0.0.1:${await freePort()}`;
-      const out = await cli(['test', ...TEST_FLAGS, '--wait', '0.4', url], dir);
+      // Time moves only through the pauses, so every attempt gets its refusal, the last one at 0.4 s too.
+      const clock = new FakeClock({ auto: true });
+      const out = await cli(['test', ...TEST_FLAGS, '--wait', '0.4', url], dir, {}, clock);
       assert.equal(out.code, 2, out.stdout + out.stderr);
+      assert.deepEqual(clock.sleeps, [100, 200, 100], 'attempts at 0, 0.1, 0.3 and 0.4 s');
       assert.equal(out.stderr, `embedded-marketplace test: the provider at ${url} did not answer within 0.4 s (--wait 0.4); last attempt: connection refused. Is it running, and listening on that address?\n`);
       assert.doesNotMatch(out.stdout, /Marketplace acceptance run/, 'no case ran');
     });
@@ -412,12 +420,14 @@ describe('embedded-marketplace CLI', () => {
       const provider = await createProviderApp({ STORE: 'memory', MASTER_PUBLIC_KEY: key.publicKey, LOG_LEVEL: 'silent' });
       const stop = new AbortController();
       const url = `http://127.0.0.1:${port}`;
-      const serve = cliLive(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '120', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret }, stop.signal);
+      const clock = new FakeClock();
+      const serve = cliLive(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '120', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret }, stop.signal, clock);
       let server: { close(): Promise<void> } | undefined;
       try {
         await serve.seen(/Waiting up to 120 s for the provider at http:\/\/127\.0\.0\.1:\d+ to answer \(connection refused\)…\n/);
         assert.doesNotMatch(serve.output(), /Marketplace simulator/);
         server = await listenOn(provider.app, port);
+        await clock.wake();
         await serve.seen(/Marketplace simulator: http:\/\/127\.0\.0\.1:\d+\n/);
         const page = /Marketplace simulator: (http:\/\/127\.0\.0\.1:\d+)/.exec(serve.output())?.[1] ?? '';
         assert.equal((await fetch(page)).status, 200);
@@ -431,7 +441,8 @@ describe('embedded-marketplace CLI', () => {
 
     it('serve gives up after the deadline with exit status 2', async () => {
       const url = `http://127.0.0.1:${await freePort()}`;
-      const out = await cli(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '0.3', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret });
+      const clock = new FakeClock({ auto: true });
+      const out = await cli(['serve', '--port', '0', '--connector-port', '0', '--product', 'bonnets', '--plan', 'small', '--wait', '0.3', url], dir, { CONNECTOR_CLIENT_ID: CLIENT.id, CONNECTOR_CLIENT_SECRET: CLIENT.secret }, clock);
       assert.equal(out.code, 2);
       assert.match(out.stderr, new RegExp(`^embedded-marketplace serve: the provider at ${url.replace(/\./g, '\\.')} did not answer within 0\\.3 s`));
       assert.doesNotMatch(out.stdout, /Marketplace simulator/);

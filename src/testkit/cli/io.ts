@@ -10,6 +10,21 @@ export interface CliIo {
   cwd: string;
   /** Where a command reads answers to its questions (`outbox drop`); absent means nobody can answer. */
   stdin?: NodeJS.ReadableStream;
+  /** The time `--wait` counts on; absent means the system's. A seam for tests, which pass a fake one. */
+  clock?: Clock;
+}
+
+/**
+ * Time as `--wait` sees it (`waitForProvider` in wait.ts): what time it is, a pause between two
+ * attempts, and the time one attempt may take. The system's clock unless a test passes its own.
+ */
+export interface Clock {
+  /** Milliseconds since any fixed origin. */
+  now(): number;
+  /** Resolves after `ms`, or as soon as `signal` aborts. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /** A signal that aborts with a `TimeoutError` after `ms` (as `AbortSignal.timeout` does). */
+  timeout(ms: number): AbortSignal;
 }
 
 /** A wrong command line: exit code 2 with the message and a usage hint. */

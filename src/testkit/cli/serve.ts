@@ -83,7 +83,7 @@ export async function serveCommand(args: string[], io: CliIo, signal?: AbortSign
     if (err instanceof InvalidOptionsError) throw new UsageError(err.message.replace(/^createSimulator: /, ''));
     throw err;
   }
-  const notAnswering = await waitForProviderFlag(providerUrl, waitMs, (line) => io.stdout.write(line), signal);
+  const notAnswering = await waitForProviderFlag(providerUrl, waitMs, (line) => io.stdout.write(line), signal, io.clock);
   if (notAnswering !== undefined || signal?.aborted === true) {
     await simulator.close();
     if (notAnswering === undefined) return EXIT.ok;

@@ -98,7 +98,7 @@ export async function testCommand(args: string[], io: CliIo): Promise<number> {
   const jsonToStdout = values.json === '-';
   const out = jsonToStdout ? io.stderr : io.stdout;
   const format = { color: shouldColor(out, io.env) };
-  const notAnswering = await waitForProviderFlag(url, waitMs, (line) => out.write(line));
+  const notAnswering = await waitForProviderFlag(url, waitMs, (line) => out.write(line), undefined, io.clock);
   if (notAnswering !== undefined) {
     io.stderr.write(`embedded-marketplace test: ${notAnswering}\n`);
     return EXIT.usage;
