@@ -26,13 +26,16 @@ export interface Worker {
 /**
  * Starts `bench/<script>` under tsx with IPC. `exposeGc` adds `--expose-gc`. With BENCH_PROFILE_DIR
  * set, the child also writes a V8 CPU profile there when it exits (`--cpu-prof`, which
- * NODE_OPTIONS does not accept).
+ * NODE_OPTIONS does not accept). With BENCH_TRACE_GC=1 each server process traces its garbage
+ * collections (`--trace-gc`, refused in NODE_OPTIONS too).
  */
 export function startWorker(script: string, options: { exposeGc?: boolean; env?: Record<string, string> } = {}): Worker {
   const profileDir = process.env.BENCH_PROFILE_DIR;
   const execArgv = [
     '--import', 'tsx',
     ...(options.exposeGc === true ? ['--expose-gc'] : []),
+    // One line per collection of each server under test (pause, heap before and after), to stderr.
+    ...(process.env.BENCH_TRACE_GC === '1' && script === 'server.ts' ? ['--trace-gc'] : []),
     ...(profileDir === undefined || profileDir === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL ?? '1000'}`]),
   ];
   const child: ChildProcess = fork(fileURLToPath(new URL(`../${script}`, import.meta.url)), [], {

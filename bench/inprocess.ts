@@ -1,0 +1,167 @@
+/**
+ * `npx tsx bench/inprocess.ts [config,...] [--rounds=N] [--requests=N] [--connections=N]`
+ *
+ * Servers and a raw-TCP client in ONE process: each configuration is driven in turn with
+ * pre-signed provisioning PUTs (signing happens before the clock starts), and the process's CPU per
+ * request is printed, the client's share included (the same for every configuration, so the
+ * differences are the servers'). Without a second process there is no scheduling between a load
+ * generator and a server to blur the comparison; and under valgrind the instruction count is the
+ * same whatever else the machine runs (docs/performance.md, "Counting instructions"):
+ *
+ *   valgrind --tool=callgrind --callgrind-out-file=/dev/null node --import tsx bench/inprocess.ts express --rounds=1 --requests=500
+ *
+ * Configurations: `ceiling` (the Express one-verify ceiling of bench/lib/ceilings.ts), `express`
+ * (marketplaceRouter + memoryStore), `node` (provider.node on node:http), `fetch` (provider.fetch
+ * behind @hono/node-server). A configuration may name the compiled package it loads, to compare two
+ * builds in one run: `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built
+ * by `npm run build`).
+ */
+import { createServer, type RequestListener, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import express from 'express';
+import type * as Canonicalize from '../src/signature/canonicalize.js';
+import type * as Root from '../src/index.js';
+import type * as Memory from '../src/store/memory.js';
+import { expressCeiling } from './lib/ceilings.js';
+import { REPO_ROOT } from './lib/child.js';
+import { CATALOG, provisionRequest } from './lib/requests.js';
+import { listenLoopback } from './lib/serving.js';
+import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
+
+const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch[@DIST],...] [--rounds=N] [--requests=N] [--connections=N]';
+const KINDS = ['ceiling', 'express', 'node', 'fetch'] as const;
+
+function fail(message: string): never {
+  console.error(`bench/inprocess: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+function option(name: string, fallback: number): number {
+  const given = process.argv.slice(2).find((arg) => arg.startsWith(`--${name}=`));
+  if (given === undefined) return fallback;
+  const value = Number(given.slice(name.length + 3));
+  if (!Number.isSafeInteger(value) || value <= 0) fail(`--${name} takes a positive integer, got "${given}"`);
+  return value;
+}
+
+const list = process.argv.slice(2).find((arg) => !arg.startsWith('--')) ?? 'ceiling,express';
+const rounds = option('rounds', 6);
+const requests = option('requests', 3000);
+const connections = option('connections', 32);
+
+const master = newKeyPair();
+const signer = new BenchSigner(master);
+const handlers = {
+  provision: () => 'Your generator is ready',
+  changePlan: () => undefined,
+  deprovision: () => undefined,
+  provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
+  deprovisionCredentials: () => undefined,
+};
+
+async function listener(config: string): Promise<RequestListener> {
+  const [kind, root = join(REPO_ROOT, 'dist')] = config.split('@') as [string, string | undefined];
+  const load = async <T>(module: string): Promise<T> => (await import(join(root, module))) as T;
+  switch (kind) {
+    case 'ceiling': {
+      const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
+      const app = express();
+      app.put('/v1/resources/:id', express.raw({ type: () => true }), expressCeiling(canonicalRequest, () => undefined));
+      return app;
+    }
+    case 'express': {
+      const [{ marketplaceRouter }, { memoryStore }] = await Promise.all([load<typeof Root>('index.js'), load<typeof Memory>('store/memory.js')]);
+      const app = express();
+      app.use(marketplaceRouter({ store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers }));
+      return app;
+    }
+    case 'node':
+    case 'fetch': {
+      const [{ createProvider }, { memoryStore }] = await Promise.all([load<typeof Root>('index.js'), load<typeof Memory>('store/memory.js')]);
+      const provider = createProvider({ store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers });
+      if (kind === 'node') return (req, res) => provider.node(req, res);
+      const { getRequestListener } = await import('@hono/node-server');
+      const bridge = getRequestListener((request) => provider.fetch(request));
+      return (req, res) => void bridge(req, res);
+    }
+    default:
+      return fail(`unknown configuration "${config}" (${KINDS.join(', ')}, each optionally @DIST)`);
+  }
+}
+
+/** The requests of one run, signed now and serialized as HTTP/1.1 bytes. */
+function signedRequests(port: number, count: number): Buffer[] {
+  const host = `127.0.0.1:${port}`;
+  const date = rfc3339(Date.now());
+  return Array.from({ length: count }, () => {
+    const request = provisionRequest(host, date);
+    let head = `PUT ${request.url} HTTP/1.1\r\n`;
+    for (const [name, value] of Object.entries(signer.sign(request))) head += `${name}: ${value}\r\n`;
+    return Buffer.concat([Buffer.from(`${head}\r\n`), request.body]);
+  });
+}
+
+/** Sends every request over `connections` keep-alive sockets, one at a time each; answers the count of 201s. */
+function drive(port: number, pool: readonly Buffer[]): Promise<number> {
+  let next = 0;
+  let created = 0;
+  return new Promise((resolve, reject) => {
+    let open = connections;
+    for (let c = 0; c < connections; c++) {
+      const socket = connect(port, '127.0.0.1');
+      let received = '';
+      const send = (): void => {
+        if (next < pool.length) socket.write(pool[next++]!);
+        else socket.end();
+      };
+      socket.on('connect', send);
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('latin1');
+        for (;;) {
+          const end = received.indexOf('\r\n\r\n');
+          if (end === -1) return;
+          const length = Number(/\r\ncontent-length: *(\d+)/i.exec(received.slice(0, end))?.[1] ?? '0');
+          if (received.length < end + 4 + length) return;
+          if (!received.startsWith('HTTP/1.1 201')) {
+            reject(new Error(`bench/inprocess: answer other than 201: ${received.slice(0, 160)}`));
+            socket.destroy();
+            return;
+          }
+          created++;
+          received = received.slice(end + 4 + length);
+          send();
+        }
+      });
+      socket.on('error', reject);
+      socket.on('close', () => {
+        if (--open === 0) resolve(created);
+      });
+    }
+  });
+}
+
+const targets: { config: string; server: Server; port: number; cpu: number[] }[] = [];
+for (const config of list.split(',')) {
+  const server = createServer(await listener(config));
+  targets.push({ config, server, port: await listenLoopback(server), cpu: [] });
+}
+// Round 0 warms up (JIT, caches) and is not counted; the order alternates between rounds.
+for (let round = 0; round <= rounds; round++) {
+  for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+    const pool = signedRequests(target.port, requests);
+    const before = process.cpuUsage();
+    const created = await drive(target.port, pool);
+    const used = process.cpuUsage(before);
+    if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);
+    if (round > 0) target.cpu.push((used.user + used.system) / requests);
+  }
+}
+const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const reference = median(targets[0]!.cpu);
+for (const target of targets) {
+  const mid = median(target.cpu);
+  console.log(`${target.config.padEnd(12)} ${mid.toFixed(0).padStart(5)} µs CPU per request, client included (×${(mid / reference).toFixed(3)} of ${targets[0]!.config}); rounds ${target.cpu.map((v) => v.toFixed(0)).join(' ')}`);
+}
+for (const target of targets) target.server.close();
+process.exit(0);

@@ -1,0 +1,262 @@
+/**
+ * Where a row of `npm run bench` spends its CPU (docs/performance.md, "Finding where the time goes").
+ *
+ *   npx tsx bench/profile.ts http <mode> [--seconds=N]
+ *     One server of bench/server.ts (`memory`, `ceiling`, `fastify`, `sqlite`...) under the bench's
+ *     load, with a V8 CPU profile of the server: prints its CPU per request and the files and
+ *     functions of the main thread with the most self time, in µs per request.
+ *   npx tsx bench/profile.ts engine <memory|sqlite|postgres> [--calls=N] [--profile]
+ *     The operation engine and a store without HTTP or signature: N provisionings (32 at a time)
+ *     through `engine.handle`, as the routes call it; prints CPU per call, and with --profile the
+ *     functions with the most self time, with --allocations the bytes each function allocates per
+ *     call (garbage included: what the scavenger pays for).
+ *
+ * Both load the compiled dist/ (run `npm run build` first), as the bench does. Profiles are written
+ * to $BENCH_PROFILE_DIR (default ./profiles, which git ignores). A sampling profile shows where the
+ * time goes, not how long things take: the sampling itself slows the process, so compare its shares
+ * against each other, and take absolute figures from `npm run bench`.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { Session } from 'node:inspector/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type * as Compose from '../src/core/compose.js';
+import type * as Crypto from '../src/store/crypto.js';
+import type * as Memory from '../src/store/memory.js';
+import type * as Sqlite from '../src/store/sqlite.js';
+import type * as Postgres from '../src/store/postgres/index.js';
+import type { Store } from '../src/store/types.js';
+import type { OperationCall } from '../src/idempotency/operations.js';
+import { REPO_ROOT, startWorker } from './lib/child.js';
+import { dist } from './lib/serving.js';
+import { CATALOG, marketplaceId } from './lib/requests.js';
+import { newKeyPair } from './lib/signing.js';
+import type { LoadResult } from './load.js';
+import type { ServerMode, StopResult } from './server.js';
+
+const USAGE = 'usage: npx tsx bench/profile.ts http <mode> [--seconds=N] | engine <memory|sqlite|postgres> [--calls=N] [--profile | --allocations]';
+const MODES: readonly ServerMode[] = ['bare', 'ceiling', 'memory', 'sqlite', 'postgres', 'fastify-ceiling', 'fastify', 'fetch-ceiling', 'fetch'];
+const ENGINE_STORES = ['memory', 'sqlite', 'postgres'] as const;
+type EngineStore = (typeof ENGINE_STORES)[number];
+
+/** One node of a V8 CPU profile (the part used here). */
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+}
+
+function fail(message: string): never {
+  console.error(`bench/profile: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+function option(args: readonly string[], name: string, fallback: number): number {
+  const given = args.find((arg) => arg.startsWith(`--${name}=`));
+  if (given === undefined) return fallback;
+  const value = Number(given.slice(name.length + 3));
+  if (!Number.isFinite(value) || value <= 0) fail(`--${name} takes a positive number, got "${given}"`);
+  return value;
+}
+
+/** Short names: the package's files relative to dist/, dependencies by package. */
+function place(url: string): string {
+  return url.replace(/^.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\/.*$/, '$1').replace(/^.*\/dist\//, 'dist/').replace(/^file:\/\/.*\/bench\//, 'bench/');
+}
+
+/** The files and functions with the most self time, in µs per unit (request or call), idle left out. */
+function summarize(profile: CpuProfile, units: number, rows = 25): string {
+  const perSample = (profile.endTime - profile.startTime) / Math.max(1, profile.samples.length);
+  const byFile = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  let busy = 0;
+  for (const node of profile.nodes) {
+    const hits = node.hitCount ?? 0;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (hits === 0 || functionName === '(idle)') continue;
+    busy += hits;
+    const file = url === '' ? functionName : place(url);
+    byFile.set(file, (byFile.get(file) ?? 0) + hits);
+    const fn = `${functionName === '' ? '(anonymous)' : functionName} ${file}${url === '' ? '' : `:${lineNumber + 1}`}`;
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + hits);
+  }
+  const us = (hits: number) => ((hits * perSample) / units).toFixed(2).padStart(8);
+  const top = (map: Map<string, number>) => [...map].sort((a, b) => b[1] - a[1]).slice(0, rows).map(([name, hits]) => `${us(hits)} µs  ${name}`).join('\n');
+  return `main thread busy: ${us(busy).trim()} µs per unit (sampled)\n-- self time by file\n${top(byFile)}\n-- self time by function\n${top(byFunction)}`;
+}
+
+/** A node of a sampling heap profile (the part used here). */
+interface AllocationNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: AllocationNode[];
+}
+
+/** Bytes allocated per call by the functions that allocate most (sampled, so approximate). */
+function summarizeAllocations(head: AllocationNode, units: number, rows = 30): string {
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  const walk = (node: AllocationNode): void => {
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (node.selfSize > 0) {
+      const name = `${functionName === '' ? '(anonymous)' : functionName} ${url === '' ? '(native)' : `${place(url)}:${lineNumber + 1}`}`;
+      byFunction.set(name, (byFunction.get(name) ?? 0) + node.selfSize);
+      total += node.selfSize;
+    }
+    for (const child of node.children) walk(child);
+  };
+  walk(head);
+  const lines = [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, rows).map(([name, bytes]) => `${Math.round(bytes / units).toString().padStart(7)} B  ${name}`);
+  return `allocated: about ${Math.round(total / units)} B per unit (sampled)\n-- by allocating function\n${lines.join('\n')}`;
+}
+
+async function profileHttp(mode: ServerMode, seconds: number): Promise<void> {
+  const dir = resolve(process.env.BENCH_PROFILE_DIR ?? join(REPO_ROOT, 'profiles'));
+  mkdirSync(dir, { recursive: true });
+  const before = new Set(readdirSync(dir));
+  const master = newKeyPair();
+  const loader = startWorker('load.ts');
+  // Only the server is profiled: the variable is read when the worker starts.
+  process.env.BENCH_PROFILE_DIR = dir;
+  process.env.BENCH_PROFILE_INTERVAL ??= '250';
+  const server = startWorker('server.ts', { env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' } });
+  delete process.env.BENCH_PROFILE_DIR;
+  let handled = 0;
+  try {
+    const databaseUrl = process.env.DATABASE_URL;
+    if (mode === 'postgres' && databaseUrl === undefined) fail('mode postgres needs DATABASE_URL');
+    const { port } = await server.call<{ port: number }>('start', { mode, masterPublicKey: master.publicKey, ...(mode === 'postgres' ? { databaseUrl } : {}) });
+    const load = await loader.call<LoadResult>('run', { url: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}`, master: master.jwk, connections: 32, warmup: 3000, seconds, minRate: 3000 }, 300_000);
+    const counters = await server.call<StopResult>('settle');
+    handled = counters.handled;
+    console.log(`${mode}: ${Math.round(load.requestsPerSecond)} req/s while profiled; ${handled} requests handled; server CPU ${Math.round(counters.cpuMicros / handled)} µs/request (every thread, profiler included)`);
+  } finally {
+    await server.close(10_000);
+    await loader.close();
+  }
+  // The server's main thread is the busiest profile (the loader's thread writes one too).
+  const written = readdirSync(dir).filter((name) => !before.has(name) && name.endsWith('.cpuprofile'));
+  const busy = (profile: CpuProfile): number => profile.nodes.reduce((sum, node) => sum + (node.callFrame.functionName === '(idle)' ? 0 : node.hitCount ?? 0), 0);
+  const main = written.map((name) => ({ name, profile: JSON.parse(readFileSync(join(dir, name), 'utf8')) as CpuProfile })).sort((a, b) => busy(b.profile) - busy(a.profile))[0];
+  if (main === undefined) fail(`no profile written to ${dir}`);
+  console.log(`${join(dir, main.name)} (open it in Chrome DevTools or speedscope)\n${summarize(main.profile, handled)}`);
+}
+
+async function openStore(kind: EngineStore): Promise<{ store: Store; cleanup: () => Promise<void> }> {
+  if (kind === 'memory') return { store: (await dist<typeof Memory>('store/memory.js')).memoryStore(), cleanup: async () => undefined };
+  const { generateEncryptionKey } = await dist<typeof Crypto>('store/crypto.js');
+  if (kind === 'sqlite') {
+    const { sqliteStore } = await dist<typeof Sqlite>('store/sqlite.js');
+    const folder = mkdtempSync(join(tmpdir(), 'em-profile-'));
+    return { store: sqliteStore({ path: join(folder, 'provider.db'), encryptionKey: generateEncryptionKey() }), cleanup: async () => rmSync(folder, { recursive: true, force: true }) };
+  }
+  const databaseUrl = process.env.DATABASE_URL;
+  if (databaseUrl === undefined) fail('store postgres needs DATABASE_URL');
+  const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres/index.js'), import('pg')]);
+  const schema = `em_profile_${process.pid}`;
+  const store = postgresStore({ connectionString: databaseUrl, encryptionKey: generateEncryptionKey(), schema });
+  await store.ready();
+  return {
+    store,
+    cleanup: async () => {
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+async function profileEngine(kind: EngineStore, calls: number, profiled: boolean, allocations: boolean): Promise<void> {
+  const { composeProvider } = await dist<typeof Compose>('core/compose.js');
+  const { store, cleanup } = await openStore(kind);
+  let handled = 0;
+  const parts = composeProvider('bench/profile', {
+    store,
+    catalog: CATALOG,
+    handlers: {
+      provision: () => {
+        handled++;
+        return 'Your generator is ready';
+      },
+      changePlan: () => undefined,
+      deprovision: () => undefined,
+      provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
+      deprovisionCredentials: () => undefined,
+    },
+  }, []);
+  const warmup = Math.min(5000, calls);
+  // Ids and signatures drawn before the clock starts: only the engine and the store are measured.
+  const prepared = Array.from({ length: warmup + calls }, (): OperationCall => {
+    const id = marketplaceId();
+    return {
+      kind: 'provision', id, body: { id, product: 'generator', plan: 'low', region: 'aws::us-east-1' },
+      callbackId: undefined, callbackUrl: undefined, signedHeaders: ['host', 'date'], requestId: randomBytes(64).toString('base64url'), reqId: undefined,
+    };
+  });
+  let next = 0;
+  const run = async (count: number): Promise<void> => {
+    const end = next + count;
+    const lane = async (): Promise<void> => {
+      while (next < end) {
+        const answer = await parts.engine.handle(prepared[next++]!);
+        if (answer.status !== 201) throw new Error(`bench/profile: a provisioning answered ${answer.status}`);
+      }
+    };
+    await Promise.all(Array.from({ length: 32 }, lane));
+  };
+  try {
+    await run(warmup);
+    const session = new Session();
+    if (allocations) {
+      session.connect();
+      await session.post('HeapProfiler.enable');
+      // Every sampled allocation, also those a scavenge collects soon after: the garbage a call makes.
+      await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+    } else if (profiled) {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: Number(process.env.BENCH_PROFILE_INTERVAL ?? '100') });
+      await session.post('Profiler.start');
+    }
+    const cpu = process.cpuUsage();
+    const started = performance.now();
+    await run(calls);
+    const used = process.cpuUsage(cpu);
+    const wall = performance.now() - started;
+    console.log(`engine on ${kind}: ${((used.user + used.system) / calls).toFixed(1)} µs CPU per provisioning (this process, every thread${profiled ? ', profiler included' : ''}), ${((wall * 1000) / calls).toFixed(1)} µs wall at 32 in flight; ${handled - warmup} handler calls`);
+    if (allocations) {
+      const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: AllocationNode } };
+      session.disconnect();
+      console.log(summarizeAllocations(profile.head, calls));
+    } else if (profiled) {
+      const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
+      session.disconnect();
+      console.log(summarize(profile, calls));
+    }
+  } finally {
+    await parts.close();
+    await cleanup();
+  }
+}
+
+const [what, target, ...rest] = process.argv.slice(2);
+if (what === 'http') {
+  if (!MODES.includes(target as ServerMode)) fail(`unknown mode "${String(target)}" (one of ${MODES.join(', ')})`);
+  await profileHttp(target as ServerMode, option(rest, 'seconds', 8));
+} else if (what === 'engine') {
+  if (!ENGINE_STORES.includes(target as EngineStore)) fail(`unknown store "${String(target)}" (one of ${ENGINE_STORES.join(', ')})`);
+  await profileEngine(target as EngineStore, option(rest, 'calls', 50_000), rest.includes('--profile'), rest.includes('--allocations'));
+} else {
+  fail(what === undefined ? 'what to profile?' : `unknown "${what}"`);
+}
