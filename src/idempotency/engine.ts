@@ -3,6 +3,7 @@ import { ConflictError, InternalError, LeaseLostError, MarketplaceError, NotFoun
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
+import { spanMayRecord } from '../observability/tracing.js';
 import { ORPHAN_MESSAGE } from '../store/common.js';
 import type { CallbackPayload, ClaimInput, CommitInput, CommitResult, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
 import type { Completion, HandlerContext, ProviderHandlers } from '../domain/handlers.js';
@@ -106,6 +107,49 @@ interface Run {
 }
 
 /**
+ * The context a handler gets. A class rather than an object literal with a logger accessor: the
+ * literal built two closures and an accessor pair for every request, and what a request allocates
+ * is what the garbage collector pays for. `complete` stays an own, bound function, so that
+ * `({ complete }) => ...` keeps working.
+ */
+class OperationContext implements HandlerContext {
+  readonly callbackId: string | undefined;
+  readonly reqId: string | undefined;
+  readonly complete: (completion: Completion) => Promise<void>;
+  readonly #op: PreparedOperation;
+  readonly #parent: Logger;
+  #bound: Logger | undefined;
+
+  constructor(op: PreparedOperation, parent: Logger, complete: (completion: Completion) => Promise<void>) {
+    this.callbackId = op.callbackId;
+    this.reqId = op.reqId;
+    this.complete = complete;
+    this.#op = op;
+    this.#parent = parent;
+  }
+
+  /**
+   * A child logger bound to the operation. A pino child costs more than the rest of the context
+   * (bindings serialized, redaction set up): it is made on first use, so a handler that never logs
+   * does not pay for it.
+   */
+  get logger(): Logger {
+    const op = this.#op;
+    this.#bound ??= this.#parent.child({
+      entity: op.entity,
+      id: op.targetId,
+      ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
+      ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
+    });
+    return this.#bound;
+  }
+
+  set logger(value: Logger) {
+    this.#bound = value;
+  }
+}
+
+/**
  * Drives the operation table (operations.ts) so that identical requests, concurrent or repeated,
  * call the handler once; a replayed signed request answers what it answered first; a resource's
  * deletion and the operations on its credentials never interleave; and a crash at any point leaves
@@ -157,6 +201,8 @@ export class OperationEngine {
 
   /** Runs one prepared operation to its answer, recorded against its signature (the first answer stands). */
   execute(operation: PreparedOperation): Promise<Answer> {
+    // No tracer: no attributes object and no closure per request for a span that records nothing.
+    if (!spanMayRecord(this.#instrumentation.span)) return this.#answer(operation);
     return this.#instrumentation.span(
       'marketplace.operation',
       { kind: operation.kind, entityId: operation.targetId, callbackId: operation.callbackId },
@@ -342,30 +388,11 @@ export class OperationEngine {
 
   async #invoke(op: PreparedOperation, entity: Entity): Promise<unknown> {
     const { handlers, logger } = this.#options;
-    const target = { entity: op.entity, id: op.targetId };
-    // A pino child logger costs more than the rest of the context (bindings serialized, redaction
-    // set up): it is made on first use, so a handler that never logs does not pay for it.
-    let bound: Logger | undefined;
-    const context: HandlerContext = {
-      callbackId: op.callbackId,
-      reqId: op.reqId,
-      get logger(): Logger {
-        bound ??= logger.child({
-          entity: op.entity,
-          id: op.targetId,
-          ...(op.callbackId === undefined ? {} : { callbackId: op.callbackId }),
-          ...(op.reqId === undefined ? {} : { reqId: op.reqId }),
-        });
-        return bound;
-      },
-      set logger(value: Logger) {
-        bound = value;
-      },
-      complete: (completion) => this.complete(target, completion),
-    };
+    const context = new OperationContext(op, logger, (completion) => this.complete({ entity: op.entity, id: op.targetId }, completion));
     const instrumentation = this.#instrumentation;
-    const run = () => OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     // Without metrics there is nothing to time or classify: the handler's own promise is the answer.
+    if (instrumentation.handler === noInstrumentation.handler && !spanMayRecord(instrumentation.span)) return OPERATIONS[op.kind].invoke(handlers, op, entity, context);
+    const run = () => OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     if (instrumentation.handler === noInstrumentation.handler) return instrumentation.span('marketplace.handler', { kind: op.kind }, run);
     const started = performance.now();
     let outcome: HandlerOutcome = 'failed';
@@ -393,7 +420,10 @@ export class OperationEngine {
     if (settled.mutation.type === 'deleteResource') commit.orphanMessage = ORPHAN_MESSAGE;
     let refusal: MarketplaceError | undefined;
     try {
-      refusal = commitRefusal(await this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit)));
+      const committing = spanMayRecord(this.#instrumentation.span)
+        ? this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit))
+        : this.#options.store.commitOperation(operation.key, operation.token, commit);
+      refusal = commitRefusal(await committing);
     } catch (error) {
       // Nothing was written (commits are all or nothing): report or release, then answer the error.
       return await this.#refused(op, operation, progress, error, run);

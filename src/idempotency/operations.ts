@@ -155,15 +155,21 @@ function refuse(message: string, code: 'ERR_UNKNOWN_PRODUCT' | 'ERR_UNKNOWN_PLAN
   throw new BadRequestError(message, code);
 }
 
-/** Catalog and hook checks shared by provisioning and plan changes. */
-async function checkOffer(env: TableEnv, operation: 'provision' | 'changePlan', id: string, product: string, plan: string, region: string, features: Features | undefined): Promise<void> {
+/**
+ * Catalog and hook checks shared by provisioning and plan changes: a catalog refusal throws, and the
+ * `validate` hook's promise is returned when there is a hook (undefined otherwise, so that the common
+ * case awaits nothing). Called from async functions, so a throw becomes their rejection.
+ */
+function checkOffer(env: TableEnv, operation: 'provision' | 'changePlan', id: string, product: string, plan: string, region: string, features: Features | undefined): Promise<void> | undefined {
   if (env.catalog !== undefined) {
     const entry = Object.prototype.hasOwnProperty.call(env.catalog, product) ? env.catalog[product] : undefined;
     if (entry === undefined) refuse(`Unknown product ${product}`, 'ERR_UNKNOWN_PRODUCT');
     if (!entry.plans.includes(plan)) refuse(`Unknown plan ${plan} for product ${product}`, 'ERR_UNKNOWN_PLAN');
     if (!(entry.regions ?? ['all::global']).includes(region)) refuse(`Unknown region ${region} for product ${product}`, 'ERR_UNKNOWN_REGION');
   }
-  await env.validate?.({ operation, id, product, plan, region, features });
+  if (env.validate === undefined) return undefined;
+  const verdict: unknown = env.validate({ operation, id, product, plan, region, features });
+  return Promise.resolve(verdict).then(() => undefined);
 }
 
 const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = {
@@ -173,7 +179,8 @@ const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = 
     const body = validateProvision(call.body);
     sameId(call.id, body);
     const features = cleanFeatures(body.features);
-    await checkOffer(env, 'provision', call.id, body.product, body.plan, body.region, features);
+    const offered = checkOffer(env, 'provision', call.id, body.product, body.plan, body.region, features);
+    if (offered !== undefined) await offered;
     return {
       targetId: call.id,
       // Section 3: the compared properties are product, plan and region; features are not.
@@ -221,7 +228,8 @@ const changePlan: Descriptor<Extract<OperationRequest, { kind: 'changePlan' }>> 
       return answer(200, { message: `Resource is already on plan ${request.plan}` });
     }
     // The catalog and hook need the resource's product and region, which only the snapshot has.
-    await checkOffer(env, 'changePlan', id, resource.product, request.plan, resource.region, request.features);
+    const offered = checkOffer(env, 'changePlan', id, resource.product, request.plan, resource.region, request.features);
+    if (offered !== undefined) await offered;
     return proceed({ resource });
   },
   invoke: (handlers, { targetId: id, request }, entity, context) =>

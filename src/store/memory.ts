@@ -117,11 +117,16 @@ export function memoryStore(): DiagnosableStore {
     }
   }
 
-  /** Writes `replay` unless its signature has a record (the first answer stands); answers the one that stands. */
+  /** Writes `replay` unless its signature has a record (the first answer stands); answers (a copy of) the one that stands. */
   function record(replay: ReplayRecord, now: number): RecordedAnswer {
+    return copy(keep(replay, now));
+  }
+
+  /** {@link record} for callers that do not use the answer: no copy of it is made. */
+  function keep(replay: ReplayRecord, now: number): RecordedAnswer {
     const { write, standing } = decideRecord(replays.get(replay.requestId), replay, now);
     if (write) replays.set(replay.requestId, copy(replay));
-    return copy(standing);
+    return standing;
   }
 
   function ownedDelivery(id: string, owner: string): DeliveryRecord | undefined {
@@ -163,7 +168,7 @@ export function memoryStore(): DiagnosableStore {
       const { result, writes } = decideClaim(input, reads, newToken);
       for (const write of writes) {
         if (write.type === 'claim') operations.set(write.operation.key, copy(write.operation));
-        else record(write.replay, input.now);
+        else keep(write.replay, input.now);
       }
       return result;
     },
@@ -187,7 +192,7 @@ export function memoryStore(): DiagnosableStore {
       operation.deadlineAt = pending.deadlineAt;
       if (pending.callbackId !== undefined) operation.callbackId = pending.callbackId;
       if (pending.callbackUrl !== undefined) operation.callbackUrl = pending.callbackUrl;
-      if (pending.replay !== undefined) record(pending.replay, Number.NEGATIVE_INFINITY);
+      if (pending.replay !== undefined) keep(pending.replay, Number.NEGATIVE_INFINITY);
       return copy(operation);
     },
 
@@ -232,7 +237,7 @@ export function memoryStore(): DiagnosableStore {
       if (commit.delivery !== undefined) {
         deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
       }
-      if (commit.replay !== undefined) record(commit.replay, Number.NEGATIVE_INFINITY);
+      if (commit.replay !== undefined) keep(commit.replay, Number.NEGATIVE_INFINITY);
       return COMMITTED;
     },
 
@@ -403,15 +408,26 @@ const UNUSUAL = Symbol('unusual');
  * instances, shared or cyclic references, a `__proto__` key) goes to structuredClone whole.
  */
 function copy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return copyPlain(value) as T;
   try {
-    return copyPlain(value, []) as T;
+    return copyPlain(value) as T;
   } catch (error) {
     if (error !== UNUSUAL) throw error;
     return structuredClone(value);
+  } finally {
+    seen.length = 0;
   }
 }
 
-function copyPlain(value: unknown, seen: object[]): unknown {
+/**
+ * The objects met by the copy in progress (copies never nest: copyPlain calls nothing that copies),
+ * reused so that a copy allocates nothing but the copy: the stores' records are copied several
+ * times per request, and what a request allocates is what the garbage collector pays for.
+ */
+const seen: object[] = [];
+const hasOwn = Object.prototype.hasOwnProperty;
+
+function copyPlain(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) {
     if (typeof value === 'function' || typeof value === 'symbol') throw UNUSUAL;
     return value;
@@ -420,9 +436,12 @@ function copyPlain(value: unknown, seen: object[]): unknown {
   if ((proto !== Object.prototype && proto !== null) || seen.includes(value) || seen.length > 64) throw UNUSUAL;
   seen.push(value);
   const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
+  // for…in walks the enumerable keys without an array of them; inherited ones are skipped (the
+  // prototype is Object.prototype or null, so only a polluted Object.prototype has any).
+  for (const key in value) {
+    if (!hasOwn.call(value, key)) continue;
     if (key === '__proto__') throw UNUSUAL;
-    out[key] = copyPlain((value as Record<string, unknown>)[key], seen);
+    out[key] = copyPlain((value as Record<string, unknown>)[key]);
   }
   return out;
 }
