@@ -25,7 +25,7 @@ import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
 import { expressCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
-import { CATALOG, provisionRequest } from './lib/requests.js';
+import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
 import { listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
@@ -52,13 +52,7 @@ const connections = option('connections', 32);
 
 const master = newKeyPair();
 const signer = new BenchSigner(master);
-const handlers = {
-  provision: () => 'Your generator is ready',
-  changePlan: () => undefined,
-  deprovision: () => undefined,
-  provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
-  deprovisionCredentials: () => undefined,
-};
+const handlers = benchHandlers();
 
 async function listener(config: string): Promise<RequestListener> {
   const [kind, root = join(REPO_ROOT, 'dist')] = config.split('@') as [string, string | undefined];

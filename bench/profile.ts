@@ -29,8 +29,8 @@ import type * as Postgres from '../src/store/postgres/index.js';
 import type { Store } from '../src/store/types.js';
 import type { OperationCall } from '../src/idempotency/operations.js';
 import { REPO_ROOT, startWorker } from './lib/child.js';
-import { dist } from './lib/serving.js';
-import { CATALOG, marketplaceId } from './lib/requests.js';
+import { dist, dropSchema } from './lib/serving.js';
+import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
 import { newKeyPair } from './lib/signing.js';
 import type { LoadResult } from './load.js';
 import type { ServerMode, StopResult } from './server.js';
@@ -159,22 +159,11 @@ async function openStore(kind: EngineStore): Promise<{ store: Store; cleanup: ()
   }
   const databaseUrl = process.env.DATABASE_URL;
   if (databaseUrl === undefined) fail('store postgres needs DATABASE_URL');
-  const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres/index.js'), import('pg')]);
+  const { postgresStore } = await dist<typeof Postgres>('store/postgres/index.js');
   const schema = `em_profile_${process.pid}`;
   const store = postgresStore({ connectionString: databaseUrl, encryptionKey: generateEncryptionKey(), schema });
   await store.ready();
-  return {
-    store,
-    cleanup: async () => {
-      const client = new pg.Client({ connectionString: databaseUrl });
-      await client.connect();
-      try {
-        await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      } finally {
-        await client.end();
-      }
-    },
-  };
+  return { store, cleanup: () => dropSchema(databaseUrl, schema) };
 }
 
 async function profileEngine(kind: EngineStore, calls: number, profiled: boolean, allocations: boolean): Promise<void> {
@@ -184,16 +173,9 @@ async function profileEngine(kind: EngineStore, calls: number, profiled: boolean
   const parts = composeProvider('bench/profile', {
     store,
     catalog: CATALOG,
-    handlers: {
-      provision: () => {
-        handled++;
-        return 'Your generator is ready';
-      },
-      changePlan: () => undefined,
-      deprovision: () => undefined,
-      provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
-      deprovisionCredentials: () => undefined,
-    },
+    handlers: benchHandlers(() => {
+      handled++;
+    }),
   }, []);
   const warmup = Math.min(5000, calls);
   // Ids and signatures drawn before the clock starts: only the engine and the store are measured.

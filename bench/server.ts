@@ -14,8 +14,8 @@ import type * as Postgres from '../src/store/postgres/index.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { serveCalls } from './lib/child.js';
 import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
-import { CATALOG, marketplaceId } from './lib/requests.js';
-import { closeServer, dist, listenLoopback, settle } from './lib/serving.js';
+import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
+import { closeServer, dist, dropSchema, listenLoopback, settle } from './lib/serving.js';
 
 // The package as users run it: the compiled dist/ (bench/lib/serving.ts).
 const [{ canonicalRequest }, { marketplaceRouter }, { generateEncryptionKey }, { memoryStore }, { operationKey }] = await Promise.all([
@@ -75,16 +75,7 @@ function providerOptions(store: StoreTypes.Store, masterKey: string) {
     store,
     catalog: CATALOG,
     masterKey,
-    handlers: {
-      provision: () => {
-        handled++;
-        return 'Your generator is ready';
-      },
-      changePlan: () => undefined,
-      deprovision: () => undefined,
-      provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
-      deprovisionCredentials: () => undefined,
-    },
+    handlers: benchHandlers(countHandled),
   };
 }
 
@@ -175,18 +166,10 @@ async function openStore(params: StartParams): Promise<StoreTypes.Store> {
     }
     case 'postgres': {
       if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
-      const [{ postgresStore }, { default: pg }] = await Promise.all([dist<typeof Postgres>('store/postgres/index.js'), import('pg')]);
+      const { postgresStore } = await dist<typeof Postgres>('store/postgres/index.js');
       const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
       const url = params.databaseUrl;
-      cleanups.push(async () => {
-        const client = new pg.Client({ connectionString: url });
-        await client.connect();
-        try {
-          await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-        } finally {
-          await client.end();
-        }
-      });
+      cleanups.push(() => dropSchema(url, schema));
       const store = postgresStore({ connectionString: url, encryptionKey: generateEncryptionKey(), schema });
       await store.ready();
       return store;

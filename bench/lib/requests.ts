@@ -4,6 +4,20 @@ import type { RequestToSign } from './signing.js';
 /** The catalog every benchmarked router sells: one product, the plan and region requests use. */
 export const CATALOG = { generator: { plans: ['low', 'high'], regions: ['aws::us-east-1', 'aws::eu-west-1'] } };
 
+/** The handlers every benchmarked provider runs: instant, `onProvision` called once per provisioning. */
+export function benchHandlers(onProvision: () => void = () => undefined) {
+  return {
+    provision: () => {
+      onProvision();
+      return 'Your generator is ready';
+    },
+    changePlan: () => undefined,
+    deprovision: () => undefined,
+    provisionCredentials: () => ({ credentials: { GENERATOR_URL: 'https://generator.example/x' } }),
+    deprovisionCredentials: () => undefined,
+  };
+}
+
 const BASE32 = '0123456789abcdefghjkmnpqrtuvwxyz';
 
 // Random bytes drawn in blocks: one system call per block rather than two per request, which

@@ -46,3 +46,15 @@ export async function closeServer(server: Server, handled: () => number): Promis
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await settle(handled);
 }
+
+/** Drops a schema the run created in PostgreSQL (its own connection: the store's pool is closed by then). */
+export async function dropSchema(connectionString: string, schema: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
