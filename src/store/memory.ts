@@ -408,7 +408,6 @@ const UNUSUAL = Symbol('unusual');
  * instances, shared or cyclic references, a `__proto__` key) goes to structuredClone whole.
  */
 function copy<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return copyPlain(value) as T;
   try {
     return copyPlain(value) as T;
   } catch (error) {
