@@ -104,6 +104,12 @@ interface Progress {
 interface Run {
   recorded: boolean;
   deferred: boolean;
+  /**
+   * Whether this operation's steps go through the span hook. Decided once, in `execute`: with no
+   * tracer provider registered the steps call their work directly, without the attributes object
+   * and closure a span that records nothing would cost each of them.
+   */
+  traced: boolean;
 }
 
 /**
@@ -201,12 +207,11 @@ export class OperationEngine {
 
   /** Runs one prepared operation to its answer, recorded against its signature (the first answer stands). */
   execute(operation: PreparedOperation): Promise<Answer> {
-    // No tracer: no attributes object and no closure per request for a span that records nothing.
-    if (!spanMayRecord(this.#instrumentation.span)) return this.#answer(operation);
+    if (!spanMayRecord(this.#instrumentation.span)) return this.#answer(operation, false);
     return this.#instrumentation.span(
       'marketplace.operation',
       { kind: operation.kind, entityId: operation.targetId, callbackId: operation.callbackId },
-      () => this.#answer(operation),
+      () => this.#answer(operation, true),
     );
   }
 
@@ -216,8 +221,8 @@ export class OperationEngine {
    * is recorded here; when another answer was recorded first (an identical request raced this
    * one), that one is given, so every copy of a signed request answers the same.
    */
-  async #answer(op: PreparedOperation): Promise<Answer> {
-    const run: Run = { recorded: op.requestId === undefined, deferred: false };
+  async #answer(op: PreparedOperation, traced: boolean): Promise<Answer> {
+    const run: Run = { recorded: op.requestId === undefined, deferred: false, traced };
     let answer: Answer;
     try {
       answer = await this.#execute(op, run);
@@ -364,7 +369,7 @@ export class OperationEngine {
           const answer = decision.type === 'answer' ? decision.answer : recorded!;
           settled = { mutation: { type: 'none' }, answer, payload: payloadOf(answer, descriptor.defaultMessage) };
         } else {
-          const result = await this.#invoke(op, decision.entity);
+          const result = await this.#invoke(op, decision.entity, run.traced);
           const outcome = outcomeOf(op.kind, result);
           if (outcome === 'accepted') {
             const marking = this.#markPending(op, operation, progress, (result as { message: string }).message, run);
@@ -386,12 +391,12 @@ export class OperationEngine {
     }
   }
 
-  async #invoke(op: PreparedOperation, entity: Entity): Promise<unknown> {
+  async #invoke(op: PreparedOperation, entity: Entity, traced: boolean): Promise<unknown> {
     const { handlers, logger } = this.#options;
     const context = new OperationContext(op, logger, (completion) => this.complete({ entity: op.entity, id: op.targetId }, completion));
     const instrumentation = this.#instrumentation;
     // Without metrics there is nothing to time or classify: the handler's own promise is the answer.
-    if (instrumentation.handler === noInstrumentation.handler && !spanMayRecord(instrumentation.span)) return OPERATIONS[op.kind].invoke(handlers, op, entity, context);
+    if (instrumentation.handler === noInstrumentation.handler && !traced) return OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     const run = () => OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     if (instrumentation.handler === noInstrumentation.handler) return instrumentation.span('marketplace.handler', { kind: op.kind }, run);
     const started = performance.now();
@@ -420,7 +425,7 @@ export class OperationEngine {
     if (settled.mutation.type === 'deleteResource') commit.orphanMessage = ORPHAN_MESSAGE;
     let refusal: MarketplaceError | undefined;
     try {
-      const committing = spanMayRecord(this.#instrumentation.span)
+      const committing = run.traced
         ? this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit))
         : this.#options.store.commitOperation(operation.key, operation.token, commit);
       refusal = commitRefusal(await committing);
