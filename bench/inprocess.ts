@@ -25,6 +25,7 @@ import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
 import { expressCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
+import { positiveFlag, usageError } from './lib/cli.js';
 import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
 import { listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
@@ -32,18 +33,8 @@ import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch[@DIST],...] [--rounds=N] [--requests=N] [--connections=N]';
 const KINDS = ['ceiling', 'express', 'node', 'fetch'] as const;
 
-function fail(message: string): never {
-  console.error(`bench/inprocess: ${message}\n${USAGE}`);
-  process.exit(2);
-}
-
-function option(name: string, fallback: number): number {
-  const given = process.argv.slice(2).find((arg) => arg.startsWith(`--${name}=`));
-  if (given === undefined) return fallback;
-  const value = Number(given.slice(name.length + 3));
-  if (!Number.isSafeInteger(value) || value <= 0) fail(`--${name} takes a positive integer, got "${given}"`);
-  return value;
-}
+const fail: (message: string) => never = usageError('bench/inprocess', USAGE);
+const option = (name: string, fallback: number): number => positiveFlag(process.argv.slice(2), name, fallback, fail, true);
 
 const list = process.argv.slice(2).find((arg) => !arg.startsWith('--')) ?? 'ceiling,express';
 const rounds = option('rounds', 6);

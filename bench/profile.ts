@@ -16,20 +16,15 @@
  * time goes, not how long things take: the sampling itself slows the process, so compare its shares
  * against each other, and take absolute figures from `npm run bench`.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Session } from 'node:inspector/promises';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type * as Compose from '../src/core/compose.js';
-import type * as Crypto from '../src/store/crypto.js';
-import type * as Memory from '../src/store/memory.js';
-import type * as Sqlite from '../src/store/sqlite.js';
-import type * as Postgres from '../src/store/postgres/index.js';
-import type { Store } from '../src/store/types.js';
 import type { OperationCall } from '../src/idempotency/operations.js';
 import { REPO_ROOT, startWorker } from './lib/child.js';
-import { dist, dropSchema } from './lib/serving.js';
+import { positiveFlag, usageError } from './lib/cli.js';
+import { dist, openBenchStore } from './lib/serving.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
 import { newKeyPair } from './lib/signing.js';
 import type { LoadResult } from './load.js';
@@ -53,18 +48,7 @@ interface CpuProfile {
   samples: number[];
 }
 
-function fail(message: string): never {
-  console.error(`bench/profile: ${message}\n${USAGE}`);
-  process.exit(2);
-}
-
-function option(args: readonly string[], name: string, fallback: number): number {
-  const given = args.find((arg) => arg.startsWith(`--${name}=`));
-  if (given === undefined) return fallback;
-  const value = Number(given.slice(name.length + 3));
-  if (!Number.isFinite(value) || value <= 0) fail(`--${name} takes a positive number, got "${given}"`);
-  return value;
-}
+const fail: (message: string) => never = usageError('bench/profile', USAGE);
 
 /** Short names: the package's files relative to dist/, dependencies by package. */
 function place(url: string): string {
@@ -149,26 +133,10 @@ async function profileHttp(mode: ServerMode, seconds: number): Promise<void> {
   console.log(`${join(dir, main.name)} (open it in Chrome DevTools or speedscope)\n${summarize(main.profile, handled)}`);
 }
 
-async function openStore(kind: EngineStore): Promise<{ store: Store; cleanup: () => Promise<void> }> {
-  if (kind === 'memory') return { store: (await dist<typeof Memory>('store/memory.js')).memoryStore(), cleanup: async () => undefined };
-  const { generateEncryptionKey } = await dist<typeof Crypto>('store/crypto.js');
-  if (kind === 'sqlite') {
-    const { sqliteStore } = await dist<typeof Sqlite>('store/sqlite.js');
-    const folder = mkdtempSync(join(tmpdir(), 'em-profile-'));
-    return { store: sqliteStore({ path: join(folder, 'provider.db'), encryptionKey: generateEncryptionKey() }), cleanup: async () => rmSync(folder, { recursive: true, force: true }) };
-  }
-  const databaseUrl = process.env.DATABASE_URL;
-  if (databaseUrl === undefined) fail('store postgres needs DATABASE_URL');
-  const { postgresStore } = await dist<typeof Postgres>('store/postgres/index.js');
-  const schema = `em_profile_${process.pid}`;
-  const store = postgresStore({ connectionString: databaseUrl, encryptionKey: generateEncryptionKey(), schema });
-  await store.ready();
-  return { store, cleanup: () => dropSchema(databaseUrl, schema) };
-}
-
 async function profileEngine(kind: EngineStore, calls: number, profiled: boolean, allocations: boolean): Promise<void> {
   const { composeProvider } = await dist<typeof Compose>('core/compose.js');
-  const { store, cleanup } = await openStore(kind);
+  if (kind === 'postgres' && process.env.DATABASE_URL === undefined) fail('store postgres needs DATABASE_URL');
+  const { store, cleanup } = await openBenchStore(kind, { prefix: 'em-profile', databaseUrl: process.env.DATABASE_URL });
   let handled = 0;
   const parts = composeProvider('bench/profile', {
     store,
@@ -235,10 +203,10 @@ async function profileEngine(kind: EngineStore, calls: number, profiled: boolean
 const [what, target, ...rest] = process.argv.slice(2);
 if (what === 'http') {
   if (!MODES.includes(target as ServerMode)) fail(`unknown mode "${String(target)}" (one of ${MODES.join(', ')})`);
-  await profileHttp(target as ServerMode, option(rest, 'seconds', 8));
+  await profileHttp(target as ServerMode, positiveFlag(rest, 'seconds', 8, fail));
 } else if (what === 'engine') {
   if (!ENGINE_STORES.includes(target as EngineStore)) fail(`unknown store "${String(target)}" (one of ${ENGINE_STORES.join(', ')})`);
-  await profileEngine(target as EngineStore, option(rest, 'calls', 50_000), rest.includes('--profile'), rest.includes('--allocations'));
+  await profileEngine(target as EngineStore, positiveFlag(rest, 'calls', 50_000, fail, true), rest.includes('--profile'), rest.includes('--allocations'));
 } else {
   fail(what === undefined ? 'what to profile?' : `unknown "${what}"`);
 }

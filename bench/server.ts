@@ -1,28 +1,19 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Router from '../src/provider/router.js';
 import type * as Root from '../src/index.js';
 import type * as FastifyAdapter from '../src/adapters/fastify.js';
-import type * as Crypto from '../src/store/crypto.js';
-import type * as Memory from '../src/store/memory.js';
-import type * as Sqlite from '../src/store/sqlite.js';
-import type * as Postgres from '../src/store/postgres/index.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { serveCalls } from './lib/child.js';
 import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
-import { closeServer, dist, dropSchema, listenLoopback, settle } from './lib/serving.js';
+import { closeServer, dist, listenLoopback, openBenchStore, settle } from './lib/serving.js';
 
 // The package as users run it: the compiled dist/ (bench/lib/serving.ts).
-const [{ canonicalRequest }, { marketplaceRouter }, { generateEncryptionKey }, { memoryStore }, { operationKey }] = await Promise.all([
+const [{ canonicalRequest }, { marketplaceRouter }, { operationKey }] = await Promise.all([
   dist<typeof Canonicalize>('signature/canonicalize.js'),
   dist<typeof Router>('provider/router.js'),
-  dist<typeof Crypto>('store/crypto.js'),
-  dist<typeof Memory>('store/memory.js'),
   dist<typeof StoreTypes>('store/types.js'),
 ]);
 
@@ -152,31 +143,12 @@ async function serverFor(params: StartParams): Promise<Server> {
 }
 
 async function openStore(params: StartParams): Promise<StoreTypes.Store> {
-  switch (params.mode) {
-    case 'memory':
-    case 'fastify':
-    case 'fetch':
-      return memoryStore();
-    case 'sqlite': {
-      // Loaded on demand: the drivers are optional, and the other modes start faster without them.
-      const { sqliteStore } = await dist<typeof Sqlite>('store/sqlite.js');
-      const dir = mkdtempSync(join(tmpdir(), 'em-bench-'));
-      cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-      return sqliteStore({ path: join(dir, 'provider.db'), encryptionKey: generateEncryptionKey() });
-    }
-    case 'postgres': {
-      if (params.databaseUrl === undefined) throw new Error('bench: postgres needs databaseUrl');
-      const { postgresStore } = await dist<typeof Postgres>('store/postgres/index.js');
-      const schema = `em_bench_${process.pid}_${Date.now().toString(36)}`;
-      const url = params.databaseUrl;
-      cleanups.push(() => dropSchema(url, schema));
-      const store = postgresStore({ connectionString: url, encryptionKey: generateEncryptionKey(), schema });
-      await store.ready();
-      return store;
-    }
-    default:
-      throw new Error(`bench: no store for mode ${params.mode}`);
-  }
+  // The adapters other than Express's all run on the memory store.
+  const kind = params.mode === 'sqlite' || params.mode === 'postgres' ? params.mode : params.mode === 'memory' || params.mode === 'fastify' || params.mode === 'fetch' ? 'memory' : undefined;
+  if (kind === undefined) throw new Error(`bench: no store for mode ${params.mode}`);
+  const { store, cleanup } = await openBenchStore(kind, { prefix: 'em-bench', databaseUrl: params.databaseUrl });
+  cleanups.push(cleanup);
+  return store;
 }
 
 /** Stores resources through the store's own operations, as the engine would after a handler ran. */

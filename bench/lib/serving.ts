@@ -1,6 +1,13 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type * as Crypto from '../../src/store/crypto.js';
+import type * as Memory from '../../src/store/memory.js';
+import type * as Sqlite from '../../src/store/sqlite.js';
+import type * as Postgres from '../../src/store/postgres/index.js';
+import type { Store } from '../../src/store/types.js';
 import { REPO_ROOT } from './child.js';
 
 /**
@@ -57,4 +64,39 @@ export async function dropSchema(connectionString: string, schema: string): Prom
   } finally {
     await client.end();
   }
+}
+
+/** A store a benchmark runs on, and what removes it afterwards (its temporary file, its schema). */
+export interface BenchStore {
+  store: Store;
+  cleanup(): Promise<void>;
+}
+
+/**
+ * A fresh store of the compiled package: `memoryStore()`, `sqliteStore` on a file in a temporary
+ * folder, or `postgresStore` in a schema of its own (`<prefix>_<pid>_<time>`, dropped by `cleanup`).
+ * The SQL drivers are loaded only when asked for: they are optional.
+ */
+export async function openBenchStore(kind: 'memory' | 'sqlite' | 'postgres', options: { prefix: string; databaseUrl?: string | undefined }): Promise<BenchStore> {
+  if (kind === 'memory') return { store: (await dist<typeof Memory>('store/memory.js')).memoryStore(), cleanup: async () => undefined };
+  const { generateEncryptionKey } = await dist<typeof Crypto>('store/crypto.js');
+  if (kind === 'sqlite') {
+    const { sqliteStore } = await dist<typeof Sqlite>('store/sqlite.js');
+    const folder = mkdtempSync(join(tmpdir(), `${options.prefix}-`));
+    const store = sqliteStore({ path: join(folder, 'provider.db'), encryptionKey: generateEncryptionKey() });
+    return { store, cleanup: async () => rmSync(folder, { recursive: true, force: true }) };
+  }
+  const url = options.databaseUrl;
+  if (url === undefined) throw new Error('bench: postgresStore needs DATABASE_URL');
+  const { postgresStore } = await dist<typeof Postgres>('store/postgres/index.js');
+  const schema = `${options.prefix.replace(/-/g, '_')}_${process.pid}_${Date.now().toString(36)}`;
+  const store = postgresStore({ connectionString: url, encryptionKey: generateEncryptionKey(), schema });
+  try {
+    await store.ready();
+  } catch (error) {
+    await store.close();
+    await dropSchema(url, schema);
+    throw error;
+  }
+  return { store, cleanup: () => dropSchema(url, schema) };
 }
