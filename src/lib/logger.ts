@@ -1,9 +1,11 @@
 import { pino, symbols, type Logger, type LoggerOptions } from 'pino';
+import { compileRedaction } from './redact.js';
 
 export type { Logger } from 'pino';
 
 /**
- * Paths pino blanks out wherever they appear in a log object. Secrets must never reach a log line;
+ * Paths blanked out wherever they appear in a log object or a child logger's bindings (pino's
+ * path syntax, so a host app can hand them to its own pino's `redact`). Secrets must never reach a log line;
  * redaction is the safety net, not the plan: code should not put secrets into log objects at all.
  */
 export const REDACT_PATHS: readonly string[] = [
@@ -45,12 +47,27 @@ export const REDACT_PATHS: readonly string[] = [
 export function createLogger(option: Logger | false | undefined, bindings: Record<string, unknown> = {}): Logger {
   if (option === false) return pino({ level: 'silent' });
   if (option !== undefined) return Object.keys(bindings).length > 0 ? rebind(option, bindings) : option;
-  const options: LoggerOptions = {
-    level: process.env.LOG_LEVEL ?? 'info',
-    redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
-    base: { lib: 'embedded-marketplace', ...bindings },
-  };
-  return pino(options);
+  return redacting({ level: process.env.LOG_LEVEL ?? 'info', base: { lib: 'embedded-marketplace', ...bindings } });
+}
+
+const CENSOR = '[redacted]';
+const redact = compileRedaction(REDACT_PATHS, CENSOR);
+
+/**
+ * A pino logger that blanks out {@link REDACT_PATHS} with the package's compiled redaction
+ * (lib/redact.ts) rather than pino's `redact` option, which costs about 8 µs and 16 KB of garbage
+ * per line with these paths, on every request's line. The same places are covered: the object
+ * of each line (`formatters.log`), the root's bindings (`formatters.bindings`), and the bindings
+ * of every child: pino makes a child with `Object.create(parent)`, so the `child` set on the
+ * root here is the one every descendant calls.
+ */
+function redacting(options: LoggerOptions, stream?: NodeJS.WritableStream | { write(line: string): void }): Logger {
+  const logger = pino({ ...options, formatters: { log: redact, bindings: redact } }, stream as NodeJS.WritableStream);
+  const child = logger.child;
+  logger.child = function redactedChild(this: Logger, bindings, childOptions) {
+    return child.call(this, redact(bindings), childOptions);
+  } as Logger['child'];
+  return logger;
 }
 
 /**
@@ -77,7 +94,7 @@ function rebind(parent: Logger, bindings: Record<string, unknown>): Logger {
 
 /** A logger with the package's redaction rules that writes to `stream`: for host apps and tests. */
 export function createRedactingLogger(stream: NodeJS.WritableStream | { write(line: string): void }, level = 'info'): Logger {
-  return pino({ level, redact: { paths: [...REDACT_PATHS], censor: '[redacted]' } }, stream as NodeJS.WritableStream);
+  return redacting({ level }, stream);
 }
 
 /** Longest attacker-controlled text (path ids, header values) written into a log field. */
