@@ -187,13 +187,18 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
   const isDeleted = (entity: EntityKind, id: string): boolean => one('isDeleted', { entity, id }) !== undefined;
   const credentialRow = (id: string): CredentialRow | undefined => one<CredentialRow>('getCredential', { id });
 
+  /** The named values of the `putReplay` statement. */
+  const replayValues = (replay: ReplayRecord): Record<string, unknown> =>
+    ({ requestId: replay.requestId, status: replay.answer.status, ...replayBody(cipher, replay.requestId, replay.answer.body), expiresAt: replay.expiresAt });
+
   /** Writes `replay` unless its signature has a record (see decideRecord); answers the record that stands at `now`. */
   function putReplay(replay: ReplayRecord, now: number): RecordedAnswer {
     const row = one<ReplayRow>('findReplay', { requestId: replay.requestId, now: Number.NEGATIVE_INFINITY });
     const { write, standing } = decideRecord(row === undefined ? undefined : { requestId: row.request_id, answer: toAnswer(row), expiresAt: Number(row.expires_at) }, replay, now);
-    if (write) exec('putReplay', { requestId: replay.requestId, status: replay.answer.status, ...replayBody(cipher, replay.requestId, replay.answer.body), expiresAt: replay.expiresAt });
+    if (write) exec('putReplay', replayValues(replay));
     return standing;
   }
+
 
   // The state the claim rule reads (src/idempotency/claim-rule.ts), inside the claim's write
   // transaction: SQLite has a single writer, so no other claim interleaves.
@@ -281,15 +286,20 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     }
   }
 
+  /**
+   * The release is the fencing check: deleting the claim by its token tells whether the token held
+   * it, in one statement. A refusal found after it throws, so that the release is rolled back with
+   * the rest of the write (see {@link RefusedCommit}).
+   */
   function commit(key: string, token: string, input: CommitInput): CommitResult {
-    if (one('heldBy', { key, token }) === undefined) return LEASE_LOST;
+    if (exec('release', { key, token }) === 0) return LEASE_LOST;
     const refused = refusal(input.mutation);
-    if (refused !== undefined) return refused;
-    exec('release', { key, token });
+    if (refused !== undefined) throw new RefusedCommit(refused);
     applyMutation(input.mutation, input.orphanMessage);
     const delivery = input.delivery;
     if (delivery !== undefined) exec('putDelivery', { ...delivery, sealed: cipher.seal(delivery.payload, `delivery:${delivery.id}`) });
-    if (input.replay !== undefined) putReplay(input.replay, Number.NEGATIVE_INFINITY);
+    // ON CONFLICT DO NOTHING: the answer recorded first for the signature stands.
+    if (input.replay !== undefined) exec('putReplay', replayValues(input.replay));
     return COMMITTED;
   }
 
@@ -359,7 +369,7 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
         return toOperation(row);
       }),
 
-    commitOperation: (key, token, input) => write(() => commit(key, token, input)),
+    commitOperation: (key, token, input) => write(() => commit(key, token, input)).catch(refusedOutcome),
 
     recordReplay: (replay, now) => write(() => putReplay(replay, now)),
 
@@ -436,6 +446,22 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
       db.close();
     },
   };
+}
+
+/**
+ * A commit refused after its claim was released (the entity was deleted meanwhile): thrown inside
+ * the write so that the group commit rolls the release back, and turned back into the outcome it
+ * carries by {@link refusedOutcome}. Never seen outside this file.
+ */
+class RefusedCommit extends Error {
+  constructor(readonly outcome: CommitResult) {
+    super(`commit refused: ${outcome.outcome}`);
+  }
+}
+
+function refusedOutcome(error: unknown): CommitResult {
+  if (error instanceof RefusedCommit) return error.outcome;
+  throw error;
 }
 
 /** The statements of the store, prepared once (SQLite dialect). */

@@ -110,6 +110,26 @@ describe('groupCommit', () => {
     db.close();
   });
 
+  it('runs a group once when no write throws, and again write by write (each in a savepoint) when one does', async () => {
+    const db = database();
+    const commits: number[] = [];
+    const group = groupCommit(db, (error) => error, { onCommit: (writes) => commits.push(writes) });
+    const insert = db.prepare('INSERT INTO t (v) VALUES (?)');
+    const runs = { a: 0, b: 0, c: 0 };
+    const clean = await Promise.all((['a', 'b'] as const).map((v) => group.write(() => (runs[v] += 1, insert.run(v).changes))));
+    assert.deepEqual(clean, [1, 1]);
+    assert.deepEqual(runs, { a: 1, b: 1, c: 0 }, 'no write threw: each ran once');
+    const settled = await Promise.allSettled([
+      group.write(() => (runs.c += 1, insert.run('c').changes)),
+      group.write(() => insert.run('a').changes), // a constraint violation
+    ]);
+    assert.deepEqual(settled.map((s) => s.status), ['fulfilled', 'rejected']);
+    assert.equal(runs.c, 2, 'rolled back with the group, then run again in its own savepoint');
+    assert.deepEqual(values(db), ['a', 'b', 'c'], 'each write applied once');
+    assert.deepEqual(commits, [2, 2]);
+    db.close();
+  });
+
   it('when the commit itself fails, every write of the group rejects and none is kept', async () => {
     const db = database();
     // A deferred constraint is checked at COMMIT: the group's commit fails as a disk error would.

@@ -24,13 +24,14 @@ export interface GroupCommitter {
   /**
    * Called by a write while it runs (`durable: false`) once it turns out to need the flush after
    * all (a claim that recorded a refusal): its group is rolled back and run again, flushed, before
-   * any promise settles. So such writes must have no effect outside the database.
+   * any promise settles.
    */
   requireFlush(): void;
 }
 
 const SETTLED = Symbol('settled');
-const RERUN = Symbol('rerun');
+const RERUN_FLUSHED = Symbol('rerun flushed');
+const RERUN_ISOLATED = Symbol('rerun isolated');
 
 interface Queued {
   work: () => unknown;
@@ -42,11 +43,16 @@ interface Queued {
 /**
  * Group commit for one better-sqlite3 connection. With `synchronous = FULL` every COMMIT waits for
  * a disk flush (an fsync of the WAL, on the event loop), which costs far more than the statements; so writes that
- * arrive within the same tick run in ONE transaction (`BEGIN IMMEDIATE … COMMIT`, one flush), each
- * inside its own savepoint: a write that throws (lease lost, a conflict) rolls back only its own
- * changes and rejects only its own promise. Every promise settles after the COMMIT returned, so no
+ * arrive within the same tick run in ONE transaction (`BEGIN IMMEDIATE … COMMIT`, one flush). A
+ * write that throws (a refused commit, a constraint) rolls back only its own changes and rejects
+ * only its own promise: the group is first run without savepoints, which cost two statements per
+ * write, and when one of its writes throws, everything is rolled back and the group runs again
+ * with each write in its own savepoint. Every promise settles after the COMMIT returned, so no
  * caller is answered before its write is on disk; if the COMMIT itself fails (disk full, I/O), every
  * write of the group rejects with that error and nothing of the group is kept.
+ *
+ * A write may therefore run twice before its promise settles (rolled back in between): writes
+ * must have no effect outside the database.
  *
  * `mapError` turns a driver error into what callers should see (e.g. 503 for a busy database).
  */
@@ -73,20 +79,28 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
     const group = queue;
     queue = [];
     if (group.length === 0) return;
-    let outcome = runTransaction(group, group.some((item) => item.durable));
-    if (outcome === RERUN) outcome = runTransaction(group, true);
-    if (outcome === SETTLED || outcome === RERUN) return;
+    let flush = group.some((item) => item.durable);
+    let savepoints = false;
+    let outcome = runTransaction(group, flush, savepoints);
+    // At most twice more: a rerun asks for a flush or for savepoints, each once.
+    for (let rerun = 0; rerun < 2 && (outcome === RERUN_FLUSHED || outcome === RERUN_ISOLATED); rerun++) {
+      if (outcome === RERUN_FLUSHED) flush = true;
+      else savepoints = true;
+      outcome = runTransaction(group, flush, savepoints);
+    }
+    if (typeof outcome !== 'object') return;
     hooks.onCommit?.(group.length, outcome.flushed);
     settle(group, outcome.results);
   }
 
   /**
    * Runs the group in one transaction and commits it. Answers SETTLED when it settled the group
-   * itself (the transaction failed as a whole, or a lone write threw), and RERUN when a group
-   * planned without a flush had a write ask for one: everything was rolled back, to be run again
-   * with the flush.
+   * itself (the transaction failed as a whole, or a lone write threw); RERUN_FLUSHED when a group
+   * planned without a flush had a write ask for one, and RERUN_ISOLATED when a write threw in a
+   * group run without savepoints: everything was rolled back, to be run again with the flush, or
+   * with savepoints.
    */
-  function runTransaction(group: Queued[], flush: boolean): { results: { ok: boolean; value: unknown }[]; flushed: boolean } | typeof SETTLED | typeof RERUN {
+  function runTransaction(group: Queued[], flush: boolean, savepoints: boolean): { results: { ok: boolean; value: unknown }[]; flushed: boolean } | typeof SETTLED | typeof RERUN_FLUSHED | typeof RERUN_ISOLATED {
     const results: { ok: boolean; value: unknown }[] = [];
     try {
       // Outside the transaction: SQLite applies the setting to the next COMMIT (and refuses to
@@ -113,6 +127,16 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
           settle(group, [{ ok: false, value: error }]);
           return SETTLED;
         }
+      } else if (!savepoints) {
+        for (const item of group) {
+          try {
+            results.push({ ok: true, value: item.work() });
+          } catch {
+            // Rare (a refused commit): undo the whole group, and run it again write by write.
+            control.rollback.run();
+            return RERUN_ISOLATED;
+          }
+        }
       } else {
         for (const item of group) {
           control.savepoint.run();
@@ -130,7 +154,7 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
         // Rare (a claim that recorded a refusal): the group's writes have no effect outside the
         // database, so running them again in a flushed transaction is safe.
         control.rollback.run();
-        return RERUN;
+        return RERUN_FLUSHED;
       }
       control.commit.run();
     } catch (error) {

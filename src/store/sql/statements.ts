@@ -36,14 +36,13 @@ function sources(dialect: Dialect, schema: string | undefined) {
         token = excluded.token, owner = excluded.owner, lease_expires_at = excluded.lease_expires_at,
         request = excluded.request, created_at = excluded.created_at, parent_id = excluded.parent_id,
         message = NULL, callback_id = NULL, callback_url = NULL, deadline_at = NULL`,
-    // Whether the token holds the key (a commit's fencing check, before anything is written).
-    heldBy: `SELECT 1 AS found FROM ${t('operations')} WHERE key = @key AND token = @token`,
     // Parent/child exclusion (the claim rule's runningChild): a running operation on one of the
     // resource's credentials.
     runningChildOf: `
       SELECT ${OPERATION_COLUMNS} FROM ${t('operations')}
       WHERE parent_id = @resourceId AND state = 'running' AND lease_expires_at > @now ORDER BY created_at, key LIMIT 1`,
     renew: `UPDATE ${t('operations')} SET lease_expires_at = @leaseExpiresAt WHERE key = @key AND token = @token AND state = 'running'`,
+    // Also a commit's fencing check on SQLite: no row deleted, the token no longer holds the key.
     release: `DELETE FROM ${t('operations')} WHERE key = @key AND token = @token`,
     markPending: `
       UPDATE ${t('operations')} SET state = 'pending', message = @message, deadline_at = @deadlineAt,
