@@ -10,7 +10,7 @@ import { asOptionsObject, optionalFunction, rejectUnknownKeys } from '../lib/opt
 import type { Completion } from '../domain/handlers.js';
 import type { HealthReport } from '../observability/health-check.js';
 import type { OperationRecord, Store } from '../store/types.js';
-import { sentOnceEach } from '../signature/check.js';
+import { sentOnceEach, type Accepted } from '../signature/check.js';
 import { acceptRequest } from '../signature/middleware.js';
 import { ssoHandler, type SsoFailureHook } from '../sso/index.js';
 import { errorAnswer, methodNotAllowed, writeAnswer } from '../core/answer.js';
@@ -115,10 +115,13 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
   const log = core.log;
 
   /**
-   * Verifies the request, then `then(body)` with `req.body`, `req.rawBody` and
-   * `req.marketplaceSignature` set; a refusal is answered here.
+   * Verifies the request, then `then(req, res, next, accepted)`; a refusal is answered here. What
+   * the verified request carries is handed on as an argument, not stored on `req`: a property
+   * added to an Express request is a map transition of an object whose shape no other request
+   * shares, a few µs each (docs/performance.md). Requests passed on to the app get `req.body`,
+   * `req.rawBody` and `req.marketplaceSignature` as `verifySignature` documents (`passOn`).
    */
-  function verify(req: Request, res: Response, next: NextFunction, path: string, then: (req: Request, res: Response, next: NextFunction) => void): void {
+  function verify(req: Request, res: Response, next: NextFunction, path: string, then: (req: Request, res: Response, next: NextFunction, accepted: Accepted) => void): void {
     const method = req.method;
     if (log.enabled()) log.watch(res, method, path, req.headers['x-callback-id'], requestIdOf(req), lockedCode);
     const headers = req.headers;
@@ -128,13 +131,7 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
         answer(res, errorAnswer(failure, logger), method, next);
         return;
       }
-      try {
-        acceptRequest(req, accepted);
-      } catch (error) {
-        answer(res, errorAnswer(error, logger), method, next);
-        return;
-      }
-      then(req, res, next);
+      then(req, res, next, accepted);
     });
   }
 
@@ -145,8 +142,15 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
    */
   function serving(route: Exclude<RoutePattern, '/v1/sso'>): RequestHandler {
     const refusal = methodNotAllowed(route);
-    function act(req: Request, res: Response, next: NextFunction): void {
+    function act(req: Request, res: Response, next: NextFunction, accepted: Accepted): void {
       const method = req.method;
+      let body: unknown;
+      try {
+        body = core.parseBody(req.headers, accepted);
+      } catch (error) {
+        answer(res, errorAnswer(error, logger), method, next);
+        return;
+      }
       const action = actionOf(route, method);
       if (action === undefined) {
         answer(res, refusal, method, next);
@@ -155,7 +159,7 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
       const url = req.url;
       const mark = url.indexOf('?');
       const params = req.params as Record<string, string | undefined>;
-      void core.serve(route, action, params.id ?? '', mark === -1 ? '' : url.slice(mark + 1), req.headers, req.body, req.marketplaceSignature, requestIdOf(req))
+      void core.serve(route, action, params.id ?? '', mark === -1 ? '' : url.slice(mark + 1), req.headers, body, accepted.verified, requestIdOf(req))
         .then((done) => answer(res, done, method, next));
     }
     return function marketplaceRoute(req: Request, res: Response, next: NextFunction): void {
@@ -216,7 +220,14 @@ export function expressAdapter(makeRouter: () => Router, options: MarketplaceRou
   return router;
 }
 
-function passOn(_req: Request, _res: Response, next: NextFunction): void {
+/** A verified request the router does not answer goes on to the app, with what `verifySignature` leaves on `req`. */
+function passOn(req: Request, _res: Response, next: NextFunction, accepted: Accepted): void {
+  try {
+    acceptRequest(req, accepted);
+  } catch (error) {
+    next(error);
+    return;
+  }
   next();
 }
 
