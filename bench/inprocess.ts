@@ -15,8 +15,14 @@
  * behind @hono/node-server). A configuration may name the compiled package it loads, to compare two
  * builds in one run: `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built
  * by `npm run build`).
+ *
+ * With `--allocations`, one more round per configuration runs under V8's sampling heap profiler
+ * (garbage included: what the scavenger pays for) and prints the bytes allocated per request, in
+ * all and by the functions that allocate most; the client's share is the same in every
+ * configuration.
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { Session } from 'node:inspector/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import express from 'express';
@@ -27,10 +33,11 @@ import { expressCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
 import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
+import { summarizeAllocations, type AllocationNode } from './lib/profiles.js';
 import { listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
-const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch[@DIST],...] [--rounds=N] [--requests=N] [--connections=N]';
+const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations]';
 const KINDS = ['ceiling', 'express', 'node', 'fetch'] as const;
 
 const fail: (message: string) => never = usageError('bench/inprocess', USAGE);
@@ -141,6 +148,19 @@ for (let round = 0; round <= rounds; round++) {
     if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);
     if (round > 0) target.cpu.push((used.user + used.system) / requests);
   }
+}
+if (process.argv.includes('--allocations')) {
+  const session = new Session();
+  session.connect();
+  await session.post('HeapProfiler.enable');
+  for (const target of targets) {
+    const pool = signedRequests(target.port, requests);
+    await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+    await drive(target.port, pool);
+    const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: AllocationNode } };
+    console.log(`-- ${target.config}\n${summarizeAllocations(profile.head, requests, 25)}`);
+  }
+  session.disconnect();
 }
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const reference = median(targets[0]!.cpu);

@@ -24,6 +24,7 @@ import type * as Compose from '../src/core/compose.js';
 import type { OperationCall } from '../src/idempotency/operations.js';
 import { REPO_ROOT, startWorker } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
+import { summarize, summarizeAllocations, type AllocationNode, type CpuProfile } from './lib/profiles.js';
 import { dist, openBenchStore } from './lib/serving.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
 import { newKeyPair } from './lib/signing.js';
@@ -35,71 +36,7 @@ const MODES: readonly ServerMode[] = ['bare', 'ceiling', 'memory', 'sqlite', 'po
 const ENGINE_STORES = ['memory', 'sqlite', 'postgres'] as const;
 type EngineStore = (typeof ENGINE_STORES)[number];
 
-/** One node of a V8 CPU profile (the part used here). */
-interface ProfileNode {
-  id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount?: number;
-}
-interface CpuProfile {
-  nodes: ProfileNode[];
-  startTime: number;
-  endTime: number;
-  samples: number[];
-}
-
 const fail: (message: string) => never = usageError('bench/profile', USAGE);
-
-/** Short names: the package's files relative to dist/, dependencies by package. */
-function place(url: string): string {
-  return url.replace(/^.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\/.*$/, '$1').replace(/^.*\/dist\//, 'dist/').replace(/^file:\/\/.*\/bench\//, 'bench/');
-}
-
-/** The files and functions with the most self time, in µs per unit (request or call), idle left out. */
-function summarize(profile: CpuProfile, units: number, rows = 25): string {
-  const perSample = (profile.endTime - profile.startTime) / Math.max(1, profile.samples.length);
-  const byFile = new Map<string, number>();
-  const byFunction = new Map<string, number>();
-  let busy = 0;
-  for (const node of profile.nodes) {
-    const hits = node.hitCount ?? 0;
-    const { functionName, url, lineNumber } = node.callFrame;
-    if (hits === 0 || functionName === '(idle)') continue;
-    busy += hits;
-    const file = url === '' ? functionName : place(url);
-    byFile.set(file, (byFile.get(file) ?? 0) + hits);
-    const fn = `${functionName === '' ? '(anonymous)' : functionName} ${file}${url === '' ? '' : `:${lineNumber + 1}`}`;
-    byFunction.set(fn, (byFunction.get(fn) ?? 0) + hits);
-  }
-  const us = (hits: number) => ((hits * perSample) / units).toFixed(2).padStart(8);
-  const top = (map: Map<string, number>) => [...map].sort((a, b) => b[1] - a[1]).slice(0, rows).map(([name, hits]) => `${us(hits)} µs  ${name}`).join('\n');
-  return `main thread busy: ${us(busy).trim()} µs per unit (sampled)\n-- self time by file\n${top(byFile)}\n-- self time by function\n${top(byFunction)}`;
-}
-
-/** A node of a sampling heap profile (the part used here). */
-interface AllocationNode {
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  selfSize: number;
-  children: AllocationNode[];
-}
-
-/** Bytes allocated per call by the functions that allocate most (sampled, so approximate). */
-function summarizeAllocations(head: AllocationNode, units: number, rows = 30): string {
-  const byFunction = new Map<string, number>();
-  let total = 0;
-  const walk = (node: AllocationNode): void => {
-    const { functionName, url, lineNumber } = node.callFrame;
-    if (node.selfSize > 0) {
-      const name = `${functionName === '' ? '(anonymous)' : functionName} ${url === '' ? '(native)' : `${place(url)}:${lineNumber + 1}`}`;
-      byFunction.set(name, (byFunction.get(name) ?? 0) + node.selfSize);
-      total += node.selfSize;
-    }
-    for (const child of node.children) walk(child);
-  };
-  walk(head);
-  const lines = [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, rows).map(([name, bytes]) => `${Math.round(bytes / units).toString().padStart(7)} B  ${name}`);
-  return `allocated: about ${Math.round(total / units)} B per unit (sampled)\n-- by allocating function\n${lines.join('\n')}`;
-}
 
 async function profileHttp(mode: ServerMode, seconds: number): Promise<void> {
   const dir = resolve(process.env.BENCH_PROFILE_DIR ?? join(REPO_ROOT, 'profiles'));
