@@ -199,7 +199,6 @@ export function sqliteStore(options: SqliteStoreOptions): SqliteStore {
     return standing;
   }
 
-
   // The state the claim rule reads (src/idempotency/claim-rule.ts), inside the claim's write
   // transaction: SQLite has a single writer, so no other claim interleaves.
   const reads: ClaimReads = {
