@@ -1,12 +1,15 @@
 /**
  * The Fastify adapter as a host app registers it, on the Fastify major given: for /v1/sso
- * @fastify/cookie and @fastify/session before the plugin (Fastify 5; the session plugin exists for
- * 5 only) or the package's sealed cookie, the dashboard reading `app.marketplace.session(request)`,
- * a JSON 404 handler of the host's own.
+ * @fastify/cookie and @fastify/session before the plugin (@fastify/session 11 with @fastify/cookie
+ * 11 on Fastify 5; 10 with cookie 9 on Fastify 4, the majors made for it, installed under the
+ * aliases `fastify-session10` and `fastify-cookie9`) or the package's sealed cookie, the dashboard
+ * reading `app.marketplace.session(request)`, a JSON 404 handler of the host's own.
  */
 import type { FastifyInstance } from 'fastify';
 import fastifyCookie from '@fastify/cookie';
 import fastifySession from '@fastify/session';
+import fastifyCookie9 from 'fastify-cookie9';
+import fastifySession10 from 'fastify-session10';
 import { marketplacePlugin, type FastifySsoOptions } from '../../src/adapters/fastify.js';
 import type { CommonProviderOptions } from '../../src/core/types.js';
 import type { AdapterServer, AdapterUnderTest } from './conformance.js';
@@ -16,7 +19,7 @@ import { dashboardAnswer, SESSION_SECRET } from './web-hosts.js';
 export type FastifyMajor = (options?: Record<string, unknown>) => FastifyInstance;
 
 /** Where a host keeps the marketplace sign-in. */
-export type FastifySessionKind = '@fastify/session' | 'sealed cookie';
+export type FastifySessionKind = '@fastify/session' | '@fastify/session 10' | 'sealed cookie';
 
 /**
  * A Fastify host app with the marketplace plugin registered: single sign-on kept in `session`,
@@ -26,9 +29,14 @@ export async function fastifyApp(fastify: FastifyMajor, options: CommonProviderO
   const app = fastify();
   await configure?.(app);
   let ssoOption: FastifySsoOptions | undefined;
+  const sessionOptions = { secret: 'conformance-fastify-session-secret-0123456789', cookieName: 'bonnets.sid', saveUninitialized: false, cookie: { secure: 'auto' as const, httpOnly: true, sameSite: 'lax' as const } };
   if (sso && session === '@fastify/session') {
     await app.register(fastifyCookie);
-    await app.register(fastifySession, { secret: 'conformance-fastify-session-secret-0123456789', cookieName: 'bonnets.sid', saveUninitialized: false, cookie: { secure: 'auto', httpOnly: true, sameSite: 'lax' } });
+    await app.register(fastifySession, sessionOptions);
+    ssoOption = {};
+  } else if (sso && session === '@fastify/session 10') {
+    await app.register(fastifyCookie9);
+    await app.register(fastifySession10, sessionOptions);
     ssoOption = {};
   } else if (sso) {
     ssoOption = { session: { secret: SESSION_SECRET } };
