@@ -19,26 +19,33 @@ export interface Clock {
 export function systemClock(now: () => number = Date.now): Clock {
   return {
     now,
-    sleep(ms, signal) {
-      return new Promise<void>((resolve) => {
-        if (signal?.aborted === true) {
-          resolve();
-          return;
-        }
-        const done = (): void => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, Math.max(0, ms));
-        timer.unref();
-        signal?.addEventListener('abort', done, { once: true });
-      });
-    },
+    sleep: (ms, signal) => sleepOnTimer(ms, signal, true),
     after(ms, fire) {
       const timer = setTimeout(fire, Math.max(0, ms));
       timer.unref();
       return () => clearTimeout(timer);
     },
   };
+}
+
+/**
+ * `Clock.sleep` on a real timer: resolves after `ms`, or at once when `signal` aborts; never
+ * rejects. `unref` lets the process exit meanwhile (the engine's waits); a command line that has
+ * nothing else to keep it alive while it waits (the test kit's `--wait`) keeps the timer ref'd.
+ */
+export function sleepOnTimer(ms: number, signal: AbortSignal | undefined, unref: boolean): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal?.aborted === true) {
+      resolve();
+      return;
+    }
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    if (unref) timer.unref();
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

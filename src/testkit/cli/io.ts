@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { resolve } from 'node:path';
+import type { Clock as PackageClock } from '../../lib/clock.js';
 import { DEFAULT_MASTER_KEY_FILE, MasterKeyError, readMasterKey, type MasterKey } from '../masterkey.js';
 
 /** Where a command writes and what it reads from its surroundings (the real process in the bin). */
@@ -15,14 +16,11 @@ export interface CliIo {
 }
 
 /**
- * Time as `--wait` sees it (`waitForProvider` in wait.ts): what time it is, a pause between two
- * attempts, and the time one attempt may take. The system's clock unless a test passes its own.
+ * Time as `--wait` sees it (`waitForProvider` in wait.ts): the package's clock (what time it is, a
+ * pause between two attempts), plus the time one attempt may take. The system's clock unless a
+ * test passes its own.
  */
-export interface Clock {
-  /** Milliseconds since any fixed origin. */
-  now(): number;
-  /** Resolves after `ms`, or as soon as `signal` aborts. */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+export interface Clock extends Pick<PackageClock, 'now' | 'sleep'> {
   /** A signal that aborts with a `TimeoutError` after `ms` (as `AbortSignal.timeout` does). */
   timeout(ms: number): AbortSignal;
 }

@@ -1,3 +1,4 @@
+import { sleepOnTimer } from '../../lib/clock.js';
 import { UsageError, type Clock } from './io.js';
 
 /** Options of {@link waitForProvider}. */
@@ -23,20 +24,13 @@ const MAX_DELAY_MS = 1000;
 const ATTEMPT_TIMEOUT_MS = 5000;
 const NO_ANSWER_IN_TIME = 'no answer in time';
 
-/** The system's clock: `Date.now`, `setTimeout` and `AbortSignal.timeout`. */
+/**
+ * The system's clock: `Date.now`, a ref'd timer (the command has nothing else keeping the process
+ * alive while it waits) and `AbortSignal.timeout`.
+ */
 export const systemClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve) => {
-      if (signal?.aborted === true) return resolve();
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    }),
+  sleep: (ms, signal) => sleepOnTimer(ms, signal, false),
   timeout: (ms) => AbortSignal.timeout(ms),
 };
 
