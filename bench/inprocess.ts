@@ -33,7 +33,7 @@ import { expressCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
 import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
-import { summarizeAllocations, type AllocationNode } from './lib/profiles.js';
+import { startAllocationSampling, stopAllocationSampling } from './lib/profiles.js';
 import { listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
@@ -155,10 +155,9 @@ if (process.argv.includes('--allocations')) {
   await session.post('HeapProfiler.enable');
   for (const target of targets) {
     const pool = signedRequests(target.port, requests);
-    await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+    await startAllocationSampling(session);
     await drive(target.port, pool);
-    const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: AllocationNode } };
-    console.log(`-- ${target.config}\n${summarizeAllocations(profile.head, requests, 25)}`);
+    console.log(`-- ${target.config}\n${await stopAllocationSampling(session, requests, 25)}`);
   }
   session.disconnect();
 }

@@ -24,7 +24,7 @@ import type * as Compose from '../src/core/compose.js';
 import type { OperationCall } from '../src/idempotency/operations.js';
 import { REPO_ROOT, startWorker } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
-import { summarize, summarizeAllocations, type AllocationNode, type CpuProfile } from './lib/profiles.js';
+import { startAllocationSampling, stopAllocationSampling, summarize, type CpuProfile } from './lib/profiles.js';
 import { dist, openBenchStore } from './lib/serving.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
 import { newKeyPair } from './lib/signing.js';
@@ -108,8 +108,7 @@ async function profileEngine(kind: EngineStore, calls: number, profiled: boolean
     if (allocations) {
       session.connect();
       await session.post('HeapProfiler.enable');
-      // Every sampled allocation, also those a scavenge collects soon after: the garbage a call makes.
-      await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+      await startAllocationSampling(session);
     } else if (profiled) {
       session.connect();
       await session.post('Profiler.enable');
@@ -123,9 +122,9 @@ async function profileEngine(kind: EngineStore, calls: number, profiled: boolean
     const wall = performance.now() - started;
     console.log(`engine on ${kind}: ${((used.user + used.system) / calls).toFixed(1)} µs CPU per provisioning (this process, every thread${profiled ? ', profiler included' : ''}), ${((wall * 1000) / calls).toFixed(1)} µs wall at 32 in flight; ${handled - warmup} handler calls`);
     if (allocations) {
-      const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: AllocationNode } };
+      const summary = await stopAllocationSampling(session, calls);
       session.disconnect();
-      console.log(summarizeAllocations(profile.head, calls));
+      console.log(summary);
     } else if (profiled) {
       const { profile } = (await session.post('Profiler.stop')) as { profile: CpuProfile };
       session.disconnect();

@@ -2,6 +2,7 @@
  * Reading V8 profiles for the bench's tools (bench/profile.ts, bench/inprocess.ts): a CPU profile's
  * self time and a sampling heap profile's allocations, per request or call.
  */
+import type { Session } from 'node:inspector/promises';
 
 /** One node of a V8 CPU profile (the part used here). */
 export interface ProfileNode {
@@ -43,14 +44,14 @@ export function summarize(profile: CpuProfile, units: number, rows = 25): string
 }
 
 /** A node of a sampling heap profile (the part used here). */
-export interface AllocationNode {
+interface AllocationNode {
   callFrame: { functionName: string; url: string; lineNumber: number };
   selfSize: number;
   children: AllocationNode[];
 }
 
 /** Bytes allocated per call by the functions that allocate most (sampled, so approximate). */
-export function summarizeAllocations(head: AllocationNode, units: number, rows = 30): string {
+function summarizeAllocations(head: AllocationNode, units: number, rows = 30): string {
   const byFunction = new Map<string, number>();
   let total = 0;
   const walk = (node: AllocationNode): void => {
@@ -65,4 +66,18 @@ export function summarizeAllocations(head: AllocationNode, units: number, rows =
   walk(head);
   const lines = [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, rows).map(([name, bytes]) => `${Math.round(bytes / units).toString().padStart(7)} B  ${name}`);
   return `allocated: about ${Math.round(total / units)} B per unit (sampled)\n-- by allocating function\n${lines.join('\n')}`;
+}
+
+/**
+ * Starts V8's sampling heap profiler on `session` (connected, `HeapProfiler` enabled), keeping every
+ * sampled allocation, also those a collection frees soon after: the garbage a call makes.
+ */
+export async function startAllocationSampling(session: Session): Promise<void> {
+  await session.post('HeapProfiler.startSampling', { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true } as never);
+}
+
+/** Stops the sampling {@link startAllocationSampling} started; its summary per unit. */
+export async function stopAllocationSampling(session: Session, units: number, rows?: number): Promise<string> {
+  const { profile } = (await session.post('HeapProfiler.stopSampling')) as { profile: { head: AllocationNode } };
+  return summarizeAllocations(profile.head, units, rows);
 }
