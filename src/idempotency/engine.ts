@@ -191,18 +191,32 @@ export class OperationEngine {
    * signature already stands (the request was answered before, and its validation now says
    * otherwise), that answer is given instead.
    */
-  async handle(call: OperationCall): Promise<Answer> {
-    let operation: PreparedOperation;
+  handle(call: OperationCall): Promise<Answer> {
+    // Not async: a request that the `validate` hook does not hold up goes straight to `execute`,
+    // without a frame and a promise of its own (the engine's allocations are what the scavenger
+    // pays for on every request).
+    let prepared: PreparedOperation | Promise<PreparedOperation>;
     try {
-      operation = await prepareOperation(call, this.#options.env);
+      prepared = prepareOperation(call, this.#options.env);
     } catch (error) {
-      if (call.requestId === undefined) throw error;
-      const given = answerOf(error);
-      const standing = await this.#record(call.requestId, given);
-      if (standing === undefined || sameAnswer(standing, given)) throw error;
-      return standing;
+      return this.#refusedCall(call, error);
     }
-    return this.execute(operation);
+    if (prepared instanceof Promise) {
+      return prepared.then(
+        (operation) => this.execute(operation),
+        (error: unknown) => this.#refusedCall(call, error),
+      );
+    }
+    return this.execute(prepared);
+  }
+
+  /** A call that `prepare` refused: the refusal is recorded against the signature, or the answer recorded before is given. */
+  async #refusedCall(call: OperationCall, error: unknown): Promise<Answer> {
+    if (call.requestId === undefined) throw error;
+    const given = answerOf(error);
+    const standing = await this.#record(call.requestId, given);
+    if (standing === undefined || sameAnswer(standing, given)) throw error;
+    return standing;
   }
 
   /** Runs one prepared operation to its answer, recorded against its signature (the first answer stands). */
@@ -281,7 +295,9 @@ export class OperationEngine {
           op = { ...op, requestId: undefined };
           continue;
         case 'claimed':
-          return this.#runClaimed(op, claim.operation, claim.snapshot, deadline, recorded, run);
+          // `return await`: an async function that returns a promise without awaiting it pays for
+          // a thenable job and two more microtasks before its own promise settles.
+          return await this.#runClaimed(op, claim.operation, claim.snapshot, deadline, recorded, run);
         case 'unavailable':
           if (recorded !== undefined) return recorded;
           throw new ClaimUnavailableError();
@@ -315,23 +331,20 @@ export class OperationEngine {
     const progress: Progress = { phase: 'running', handedOffAt: 0 };
     const work = this.#hold(op, operation, snapshot, progress, recorded, run);
     this.#inflight.set(op.key, work);
-    const forget = (): void => {
-      if (this.#inflight.get(op.key) === work) this.#inflight.delete(op.key);
-      this.#handedOff.delete(op.key);
-    };
-    work.then(forget, forget);
-
     const { clock } = this.#options;
-    // The handler's outcome or the wait limit, whichever comes first; one timer, cancelled with the outcome.
+    // The handler's outcome or the wait limit, whichever comes first; one timer, cancelled with the
+    // outcome. The same reactions forget the key (after the wait limit too: `resolve` is then a no-op).
     const first = await new Promise<Answer | typeof TIMEOUT>((resolve, reject) => {
       const cancel = clock.after(deadline - clock.now(), () => resolve(TIMEOUT));
       work.then(
         (answer) => {
           cancel();
+          this.#forget(op.key, work);
           resolve(answer);
         },
         (error: unknown) => {
           cancel();
+          this.#forget(op.key, work);
           reject(error);
         },
       );
@@ -354,6 +367,12 @@ export class OperationEngine {
     throw new OperationInProgressError();
   }
 
+  /** A held operation has settled: identical requests no longer wait on it, nor answer its hand-over's 202. */
+  #forget(key: string, work: Promise<Answer>): void {
+    if (this.#inflight.get(key) === work) this.#inflight.delete(key);
+    this.#handedOff.delete(key);
+  }
+
   async #hold(op: PreparedOperation, operation: OperationRecord, snapshot: EntitySnapshot, progress: Progress, recorded: RecordedAnswer | undefined, run: Run): Promise<Answer> {
     const descriptor = OPERATIONS[op.kind];
     const { clock, logger } = this.#options;
@@ -364,7 +383,9 @@ export class OperationEngine {
         // A replay answers from the state or from its record: neither the catalog nor the
         // `validate` hook has a say in it any more.
         const env = recorded === undefined ? this.#options.env : REPLAY_ENV;
-        const decision = await descriptor.decide(op.targetId, op.request, snapshot, env);
+        // Most kinds decide synchronously: an await of a plain value would still cost a microtask.
+        let decision = descriptor.decide(op.targetId, op.request, snapshot, env);
+        if (decision instanceof Promise) decision = await decision;
         if (decision.type === 'answer' || recorded !== undefined) {
           const answer = decision.type === 'answer' ? decision.answer : recorded!;
           settled = { mutation: { type: 'none' }, answer, payload: payloadOf(answer, descriptor.defaultMessage) };
@@ -391,14 +412,20 @@ export class OperationEngine {
     }
   }
 
-  async #invoke(op: PreparedOperation, entity: Entity, traced: boolean): Promise<unknown> {
+  /** Not async: without metrics or a tracer the handler's own promise is the answer, with no frame around it. */
+  #invoke(op: PreparedOperation, entity: Entity, traced: boolean): Promise<unknown> {
     const { handlers, logger } = this.#options;
     const context = new OperationContext(op, logger, (completion) => this.complete({ entity: op.entity, id: op.targetId }, completion));
     const instrumentation = this.#instrumentation;
-    // Without metrics there is nothing to time or classify: the handler's own promise is the answer.
     if (instrumentation.handler === noInstrumentation.handler && !traced) return OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     const run = () => OPERATIONS[op.kind].invoke(handlers, op, entity, context);
     if (instrumentation.handler === noInstrumentation.handler) return instrumentation.span('marketplace.handler', { kind: op.kind }, run);
+    return this.#measured(op, run);
+  }
+
+  /** The handler timed and classified for the `handler` metric (and under its span). */
+  async #measured(op: PreparedOperation, run: () => Promise<unknown>): Promise<unknown> {
+    const instrumentation = this.#instrumentation;
     const started = performance.now();
     let outcome: HandlerOutcome = 'failed';
     try {

@@ -129,12 +129,21 @@ export interface ClaimShape {
   excludesChildren?: boolean;
 }
 
+/** What `prepare` makes of a call. */
+interface Prepared<R extends OperationRequest> {
+  targetId: string;
+  parentId?: string;
+  fingerprint: string;
+  request: R;
+}
+
 interface Descriptor<R extends OperationRequest> {
   /** What the claim rule needs of this kind (see ClaimShape); `claim.entity` is the entity acted on. */
   claim: ClaimShape;
   /** The message answered when the handler gives none. */
   defaultMessage: string;
-  prepare(call: OperationCall, env: TableEnv): Promise<{ targetId: string; parentId?: string; fingerprint: string; request: R }>;
+  /** Synchronous unless the `validate` hook has a say (its promise is awaited then): most requests await nothing here. */
+  prepare(call: OperationCall, env: TableEnv): Prepared<R> | Promise<Prepared<R>>;
   /** Runs under the claim, on what the claim read: an answer (replay, 404, 409), or proceed. May throw a MarketplaceError. */
   decide(targetId: string, request: R, snapshot: EntitySnapshot, env: TableEnv): Promise<Decision> | Decision;
   /** Calls the provider's handler with the entity `decide` read. */
@@ -158,7 +167,8 @@ function refuse(message: string, code: 'ERR_UNKNOWN_PRODUCT' | 'ERR_UNKNOWN_PLAN
 /**
  * Catalog and hook checks shared by provisioning and plan changes: a catalog refusal throws, and the
  * `validate` hook's promise is returned when there is a hook (undefined otherwise, so that the common
- * case awaits nothing). Called from async functions, so a throw becomes their rejection.
+ * case awaits nothing). A refusal, or a hook that throws, throws synchronously: `prepare` passes it
+ * on and the engine's `handle` answers it like a rejection; `decide` is async, so there it becomes one.
  */
 function checkOffer(env: TableEnv, operation: 'provision' | 'changePlan', id: string, product: string, plan: string, region: string, features: Features | undefined): Promise<void> | undefined {
   if (env.catalog !== undefined) {
@@ -175,18 +185,18 @@ function checkOffer(env: TableEnv, operation: 'provision' | 'changePlan', id: st
 const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = {
   claim: { entity: 'resource' },
   defaultMessage: 'Resource provisioned',
-  async prepare(call, env) {
+  prepare(call, env) {
     const body = validateProvision(call.body);
     sameId(call.id, body);
     const features = cleanFeatures(body.features);
     const offered = checkOffer(env, 'provision', call.id, body.product, body.plan, body.region, features);
-    if (offered !== undefined) await offered;
-    return {
+    const prepared: Prepared<Extract<OperationRequest, { kind: 'provision' }>> = {
       targetId: call.id,
       // Section 3: the compared properties are product, plan and region; features are not.
       fingerprint: JSON.stringify(['provision', body.product, body.plan, body.region]),
       request: { kind: 'provision', product: body.product, plan: body.plan, region: body.region, features },
     };
+    return offered === undefined ? prepared : offered.then(() => prepared);
   },
   decide(_id, request, snapshot) {
     const existing = snapshot.resource;
@@ -212,7 +222,7 @@ const provision: Descriptor<Extract<OperationRequest, { kind: 'provision' }>> = 
 const changePlan: Descriptor<Extract<OperationRequest, { kind: 'changePlan' }>> = {
   claim: { entity: 'resource' },
   defaultMessage: 'Plan changed',
-  async prepare(call) {
+  prepare(call) {
     const body = validateChangePlan(call.body);
     const features = body.features === undefined ? undefined : cleanFeatures(body.features);
     return {
@@ -253,7 +263,7 @@ const changePlan: Descriptor<Extract<OperationRequest, { kind: 'changePlan' }>> 
 const deprovision: Descriptor<Extract<OperationRequest, { kind: 'deprovision' }>> = {
   claim: { entity: 'resource', excludesChildren: true },
   defaultMessage: 'Resource deprovisioned',
-  async prepare(call) {
+  prepare(call) {
     return { targetId: call.id, fingerprint: '["deprovision"]', request: { kind: 'deprovision' } };
   },
   decide(_id, _request, snapshot) {
@@ -272,7 +282,7 @@ const deprovision: Descriptor<Extract<OperationRequest, { kind: 'deprovision' }>
 const provisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'provisionCredentials' }>> = {
   claim: { entity: 'credential', parent: 'request' },
   defaultMessage: 'Credentials provisioned',
-  async prepare(call) {
+  prepare(call) {
     const body = validateCredential(call.body);
     sameId(call.id, body);
     return {
@@ -317,7 +327,7 @@ const provisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'provis
 const deprovisionCredentials: Descriptor<Extract<OperationRequest, { kind: 'deprovisionCredentials' }>> = {
   claim: { entity: 'credential', parent: 'stored' },
   defaultMessage: 'Credentials deprovisioned',
-  async prepare(call) {
+  prepare(call) {
     return { targetId: call.id, fingerprint: '["deprovisionCredentials"]', request: { kind: 'deprovisionCredentials' } };
   },
   decide(_id, _request, snapshot) {
@@ -367,10 +377,18 @@ export function entityDeletedError(entity: EntityKind): ConflictError {
   );
 }
 
-/** Validates a call (schema, catalog, hook, callback headers) into what the engine runs. */
-export async function prepareOperation(call: OperationCall, env: TableEnv): Promise<PreparedOperation> {
+/**
+ * Validates a call (schema, catalog, hook, callback headers) into what the engine runs. A refusal
+ * throws; the result is a promise only when the `validate` hook answered with one, so the common
+ * request spends no microtask here.
+ */
+export function prepareOperation(call: OperationCall, env: TableEnv): PreparedOperation | Promise<PreparedOperation> {
+  const prepared = OPERATIONS[call.kind].prepare(call, env);
+  return prepared instanceof Promise ? prepared.then((done) => preparedOperation(call, env, done)) : preparedOperation(call, env, prepared);
+}
+
+function preparedOperation(call: OperationCall, env: TableEnv, prepared: Prepared<OperationRequest>): PreparedOperation {
   const descriptor = OPERATIONS[call.kind];
-  const prepared = await descriptor.prepare(call, env);
   checkCallbackHeaders(call, env);
   return {
     kind: call.kind,

@@ -321,10 +321,19 @@ describe('operation table', () => {
 
   it('refuses unknown catalog entries, mismatched ids and unsigned callback headers before any claim', async () => {
     const call = (body: unknown, extra: Partial<OperationCall> = {}): OperationCall => ({ kind: 'provision', id: 'r1', body, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined, ...extra });
-    const codeOf = async (c: OperationCall) => ((await outcome(prepareOperation(c, env))) as { error: MarketplaceError }).error.code;
-    assert.equal(await codeOf(call({ id: 'r1', product: 'hats', plan: 'small', region: 'all::global' })), 'ERR_UNKNOWN_PRODUCT');
-    assert.equal(await codeOf(call({ id: 'r2', product: 'bonnets', plan: 'small', region: 'all::global' })), 'ERR_ID_MISMATCH');
-    assert.equal(await codeOf(call({ id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { callbackId: 'cb1' })), 'ERR_REQUIRED_HEADER_UNSIGNED');
+    // A refusal throws at once (no claim, no promise): the engine's handle() answers it.
+    const codeOf = (c: OperationCall): string | undefined => {
+      try {
+        // Without a validate hook nothing is awaited: the refusal cannot hide in a promise.
+        assert.ok(!(prepareOperation(c, env) instanceof Promise));
+      } catch (error) {
+        return (error as MarketplaceError).code;
+      }
+      return undefined;
+    };
+    assert.equal(codeOf(call({ id: 'r1', product: 'hats', plan: 'small', region: 'all::global' })), 'ERR_UNKNOWN_PRODUCT');
+    assert.equal(codeOf(call({ id: 'r2', product: 'bonnets', plan: 'small', region: 'all::global' })), 'ERR_ID_MISMATCH');
+    assert.equal(codeOf(call({ id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, { callbackId: 'cb1' })), 'ERR_REQUIRED_HEADER_UNSIGNED');
   });
 
   it('fingerprints by the compared properties only', async () => {
