@@ -26,8 +26,8 @@ import { operationKey } from './types.js';
  * demos; a provider in production wants `sqliteStore` or `postgresStore`. Every method completes
  * synchronously inside its promise, which is what makes each one atomic within the process.
  *
- * Records are deep-copied in and out (with structuredClone's result) so callers can never mutate
- * stored state by accident, the same guarantee a database gives.
+ * Records are deep-copied in and out (their free-form parts with structuredClone's result) so
+ * callers can never mutate stored state by accident, the same guarantee a database gives.
  *
  * @example
  * ```ts
@@ -71,18 +71,18 @@ export function memoryStore(): DiagnosableStore {
 
   function listOf(resourceId: string): CredentialRecord[] {
     const ids = credentialsByResource.get(resourceId) ?? new Set<string>();
-    return [...ids].map((id) => copy(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+    return [...ids].map((id) => copyCredential(credentials.get(id)!)).sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
   }
 
   // The state the claim rule reads (src/idempotency/claim-rule.ts); records go out as copies.
   const reads: ClaimReads = {
     replay(requestId, now) {
       const replay = replays.get(requestId);
-      return replay !== undefined && replay.expiresAt >= now ? copy(replay.answer) : undefined;
+      return replay !== undefined && replay.expiresAt >= now ? copyAnswer(replay.answer) : undefined;
     },
     operation(key) {
       const operation = operations.get(key);
-      return operation === undefined ? undefined : copy(operation);
+      return operation === undefined ? undefined : copyOperation(operation);
     },
     credentialParent: (id) => credentials.get(id)?.resourceId,
     runningChild(resourceId, now) {
@@ -92,15 +92,15 @@ export function memoryStore(): DiagnosableStore {
         if (parentOfOperation(operation) !== resourceId) continue;
         if (oldest === undefined || operation.createdAt < oldest.createdAt || (operation.createdAt === oldest.createdAt && operation.key < oldest.key)) oldest = operation;
       }
-      return oldest === undefined ? undefined : copy(oldest);
+      return oldest === undefined ? undefined : copyOperation(oldest);
     },
     snapshot(scope): EntitySnapshot {
       const resource = scope.resourceId === undefined ? undefined : resources.get(scope.resourceId);
       const credential = scope.credentialId === undefined ? undefined : credentials.get(scope.credentialId);
       return {
-        resource: resource === undefined ? undefined : copy(resource),
+        resource: resource === undefined ? undefined : copyResource(resource),
         resourceDeleted: scope.resourceId !== undefined && tombstones.has(operationKey('resource', scope.resourceId)),
-        credential: credential === undefined ? undefined : copy(credential),
+        credential: credential === undefined ? undefined : copyCredential(credential),
         credentialDeleted: scope.credentialId !== undefined && tombstones.has(operationKey('credential', scope.credentialId)),
         credentials: scope.listCredentials && scope.resourceId !== undefined ? listOf(scope.resourceId) : [],
       };
@@ -119,13 +119,13 @@ export function memoryStore(): DiagnosableStore {
 
   /** Writes `replay` unless its signature has a record (the first answer stands); answers (a copy of) the one that stands. */
   function record(replay: ReplayRecord, now: number): RecordedAnswer {
-    return copy(keep(replay, now));
+    return copyAnswer(keep(replay, now));
   }
 
   /** {@link record} for callers that do not use the answer: no copy of it is made. */
   function keep(replay: ReplayRecord, now: number): RecordedAnswer {
     const { write, standing } = decideRecord(replays.get(replay.requestId), replay, now);
-    if (write) replays.set(replay.requestId, copy(replay));
+    if (write) replays.set(replay.requestId, { requestId: replay.requestId, answer: copyAnswer(replay.answer), expiresAt: replay.expiresAt });
     return standing;
   }
 
@@ -139,12 +139,12 @@ export function memoryStore(): DiagnosableStore {
 
     async getResource(id) {
       const record = resources.get(id);
-      return record === undefined ? undefined : copy(record);
+      return record === undefined ? undefined : copyResource(record);
     },
 
     async getCredential(id) {
       const record = credentials.get(id);
-      return record === undefined ? undefined : copy(record);
+      return record === undefined ? undefined : copyCredential(record);
     },
 
     async listCredentials(resourceId) {
@@ -153,7 +153,7 @@ export function memoryStore(): DiagnosableStore {
 
     async getOperation(key) {
       const operation = operations.get(key);
-      return operation === undefined ? undefined : copy(operation);
+      return operation === undefined ? undefined : copyOperation(operation);
     },
 
     async listPendingOperations(limit) {
@@ -161,13 +161,13 @@ export function memoryStore(): DiagnosableStore {
         .filter((operation) => operation.state === 'pending')
         .sort((a, b) => a.createdAt - b.createdAt)
         .slice(0, limit)
-        .map(copy);
+        .map(copyOperation);
     },
 
     async claimOperation(input: ClaimInput): Promise<ClaimResult> {
       const { result, writes } = decideClaim(input, reads, newToken);
       for (const write of writes) {
-        if (write.type === 'claim') operations.set(write.operation.key, copy(write.operation));
+        if (write.type === 'claim') operations.set(write.operation.key, copyOperation(write.operation));
         else keep(write.replay, input.now);
       }
       return result;
@@ -193,7 +193,7 @@ export function memoryStore(): DiagnosableStore {
       if (pending.callbackId !== undefined) operation.callbackId = pending.callbackId;
       if (pending.callbackUrl !== undefined) operation.callbackUrl = pending.callbackUrl;
       if (pending.replay !== undefined) keep(pending.replay, Number.NEGATIVE_INFINITY);
-      return copy(operation);
+      return copyOperation(operation);
     },
 
     async commitOperation(key, token, commit: CommitInput): Promise<CommitResult> {
@@ -207,7 +207,7 @@ export function memoryStore(): DiagnosableStore {
         case 'none':
           break;
         case 'putResource':
-          resources.set(mutation.resource.id, copy(mutation.resource));
+          resources.set(mutation.resource.id, copyResource(mutation.resource));
           break;
         case 'deleteResource': {
           orphan(mutation.id, mutation.deletedAt, commit.orphanMessage);
@@ -221,7 +221,7 @@ export function memoryStore(): DiagnosableStore {
           break;
         }
         case 'putCredential': {
-          const credential = copy(mutation.credential);
+          const credential = copyCredential(mutation.credential);
           credentials.set(credential.id, credential);
           let ids = credentialsByResource.get(credential.resourceId);
           if (ids === undefined) credentialsByResource.set(credential.resourceId, (ids = new Set()));
@@ -396,6 +396,27 @@ export function memoryStore(): DiagnosableStore {
       // Nothing to release; kept for the contract.
     },
   };
+}
+
+// The records' own copies: their fields are primitives but for one free-form part each (a
+// resource's features, a credential's values, an operation's request, an answer's body), which
+// gets the deep copy. A spread copies the rest in one step where the generic walk below visits
+// every key: the operation and replay records are copied on every request.
+
+function copyResource(resource: ResourceRecord): ResourceRecord {
+  return { ...resource, features: copy(resource.features) };
+}
+
+function copyCredential(credential: CredentialRecord): CredentialRecord {
+  return { ...credential, values: copy(credential.values) };
+}
+
+function copyOperation(operation: OperationRecord): OperationRecord {
+  return { ...operation, request: copy(operation.request) };
+}
+
+function copyAnswer(answer: RecordedAnswer): RecordedAnswer {
+  return answer.body === undefined ? { ...answer } : { ...answer, body: copy(answer.body) };
 }
 
 /** Thrown inside {@link copyPlain} when a value needs structuredClone's full algorithm. */
