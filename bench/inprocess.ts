@@ -12,7 +12,9 @@
  *
  * Configurations: `ceiling` (the Express one-verify ceiling of bench/lib/ceilings.ts), `express`
  * (marketplaceRouter + memoryStore), `node` (provider.node on node:http), `fetch` (provider.fetch
- * behind @hono/node-server). A configuration may name the compiled package it loads, to compare two
+ * behind @hono/node-server), `fastify-ceiling` and `fastify` (Fastify 5's one-verify ceiling, and
+ * marketplacePlugin + memoryStore), `fetch-ceiling` (the fetch bridge's ceiling): each adapter can
+ * be read against its own host's ceiling, as in `npm run bench`. A configuration may name the compiled package it loads, to compare two
  * builds in one run: `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built
  * by `npm run build`).
  *
@@ -29,7 +31,8 @@ import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
-import { expressCeiling } from './lib/ceilings.js';
+import type * as FastifyAdapter from '../src/adapters/fastify.js';
+import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
 import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
@@ -37,8 +40,8 @@ import { startAllocationSampling, stopAllocationSampling } from './lib/profiles.
 import { listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
-const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations]';
-const KINDS = ['ceiling', 'express', 'node', 'fetch'] as const;
+const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations]';
+const KINDS = ['ceiling', 'express', 'node', 'fetch', 'fastify-ceiling', 'fastify', 'fetch-ceiling'] as const;
 
 const fail: (message: string) => never = usageError('bench/inprocess', USAGE);
 const option = (name: string, fallback: number): number => positiveFlag(process.argv.slice(2), name, fallback, fail, true);
@@ -75,6 +78,30 @@ async function listener(config: string): Promise<RequestListener> {
       if (kind === 'node') return (req, res) => provider.node(req, res);
       const { getRequestListener } = await import('@hono/node-server');
       const bridge = getRequestListener((request) => provider.fetch(request));
+      return (req, res) => void bridge(req, res);
+    }
+    case 'fastify-ceiling':
+    case 'fastify': {
+      const { default: Fastify } = await import('fastify');
+      // Fastify serves through the listener it hands its server factory.
+      let handler: RequestListener | undefined;
+      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
+      if (kind === 'fastify') {
+        const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
+        await app.register(marketplacePlugin, { store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers });
+      } else {
+        const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
+        app.removeAllContentTypeParsers();
+        app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+        app.put('/v1/resources/:id', fastifyCeiling(canonicalRequest, () => undefined));
+      }
+      await app.ready();
+      return handler!;
+    }
+    case 'fetch-ceiling': {
+      const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
+      const { getRequestListener } = await import('@hono/node-server');
+      const bridge = getRequestListener(fetchCeiling(canonicalRequest, () => undefined));
       return (req, res) => void bridge(req, res);
     }
     default:
