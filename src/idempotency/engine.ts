@@ -207,7 +207,12 @@ export class OperationEngine {
         (error: unknown) => this.#refusedCall(call, error),
       );
     }
-    return this.execute(prepared);
+    // Callers chain on the promise: whatever `execute` throws (a span hook) arrives as its rejection.
+    try {
+      return this.execute(prepared);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
   }
 
   /** A call that `prepare` refused: the refusal is recorded against the signature, or the answer recorded before is given. */

@@ -68,6 +68,36 @@ describe('instrumentation call sites', () => {
     ]);
   });
 
+  it('a span hook that throws reaches the caller of handle() as a rejection, never as a throw', async () => {
+    const broken: Instrumentation = {
+      ...noInstrumentation,
+      span: () => {
+        throw new Error('tracer exploded');
+      },
+    };
+    let calls = 0;
+    const handlers: ProviderHandlers = {
+      provision: () => {
+        calls++;
+      },
+      changePlan: () => undefined,
+      deprovision: () => undefined,
+      provisionCredentials: () => ({ credentials: { A: 'b' } }),
+      deprovisionCredentials: () => undefined,
+    };
+    const engine = new OperationEngine({
+      store: memoryStore(), handlers, env, owner: 't', clock: manualClock(), leaseMs: 30_000, waitMs: 10_000,
+      pendingDeadlineMs: 86_400_000, replayTtlMs: 600_000, callbacks: false, logger: createLogger(false), instrumentation: broken,
+    });
+    const call = { kind: 'provision' as const, id: 'r1', body: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined };
+    let answered: Promise<unknown> | undefined;
+    assert.doesNotThrow(() => {
+      answered = engine.handle(call);
+    });
+    await assert.rejects(answered!, /tracer exploded/);
+    assert.equal(calls, 0, 'the handler never ran');
+  });
+
   it('the request log reports each answered request by route pattern, status and code', async () => {
     const r = recording();
     const app = express();
