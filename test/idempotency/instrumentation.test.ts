@@ -33,23 +33,28 @@ function recording() {
 
 const env: TableEnv = { catalog: undefined, validate: undefined, checkCallbackUrl: undefined };
 
+/** An engine on the memory store and a manual clock whose provisioning runs `provision`. */
+function engineWith(instrumentation: Instrumentation, provision: ProviderHandlers['provision']): OperationEngine {
+  const handlers: ProviderHandlers = {
+    provision,
+    changePlan: () => undefined,
+    deprovision: () => undefined,
+    provisionCredentials: () => ({ credentials: { A: 'b' } }),
+    deprovisionCredentials: () => undefined,
+  };
+  return new OperationEngine({
+    store: memoryStore(), handlers, env, owner: 't', clock: manualClock(), leaseMs: 30_000, waitMs: 10_000,
+    pendingDeadlineMs: 86_400_000, replayTtlMs: 600_000, callbacks: false, logger: createLogger(false), instrumentation,
+  });
+}
+
 describe('instrumentation call sites', () => {
   it('the engine reports each handler call by outcome and opens operation, handler and commit spans', async () => {
     const r = recording();
     let mode: 'done' | 'refuse' | 'accept' = 'done';
-    const handlers: ProviderHandlers = {
-      provision: () => {
-        if (mode === 'refuse') throw new BadRequestError('No bonnets today');
-        return mode === 'accept' ? accepted('Knitting') : 'Ready';
-      },
-      changePlan: () => undefined,
-      deprovision: () => undefined,
-      provisionCredentials: () => ({ credentials: { A: 'b' } }),
-      deprovisionCredentials: () => undefined,
-    };
-    const engine = new OperationEngine({
-      store: memoryStore(), handlers, env, owner: 't', clock: manualClock(), leaseMs: 30_000, waitMs: 10_000,
-      pendingDeadlineMs: 86_400_000, replayTtlMs: 600_000, callbacks: false, logger: createLogger(false), instrumentation: r.instrumentation,
+    const engine = engineWith(r.instrumentation, () => {
+      if (mode === 'refuse') throw new BadRequestError('No bonnets today');
+      return mode === 'accept' ? accepted('Knitting') : 'Ready';
     });
     const provision = async (id: string) =>
       engine.execute(await prepareOperation({ kind: 'provision', id, body: { id, product: 'bonnets', plan: 'small', region: 'all::global' }, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined }, env));
@@ -76,18 +81,8 @@ describe('instrumentation call sites', () => {
       },
     };
     let calls = 0;
-    const handlers: ProviderHandlers = {
-      provision: () => {
-        calls++;
-      },
-      changePlan: () => undefined,
-      deprovision: () => undefined,
-      provisionCredentials: () => ({ credentials: { A: 'b' } }),
-      deprovisionCredentials: () => undefined,
-    };
-    const engine = new OperationEngine({
-      store: memoryStore(), handlers, env, owner: 't', clock: manualClock(), leaseMs: 30_000, waitMs: 10_000,
-      pendingDeadlineMs: 86_400_000, replayTtlMs: 600_000, callbacks: false, logger: createLogger(false), instrumentation: broken,
+    const engine = engineWith(broken, () => {
+      calls++;
     });
     const call = { kind: 'provision' as const, id: 'r1', body: { id: 'r1', product: 'bonnets', plan: 'small', region: 'all::global' }, callbackId: undefined, callbackUrl: undefined, signedHeaders: [], requestId: undefined };
     let answered: Promise<unknown> | undefined;
