@@ -14,9 +14,9 @@
  * (marketplaceRouter + memoryStore), `node` (provider.node on node:http), `fetch` (provider.fetch
  * behind @hono/node-server), `fastify-ceiling` and `fastify` (Fastify 5's one-verify ceiling, and
  * marketplacePlugin + memoryStore), `fetch-ceiling` (the fetch bridge's ceiling): each adapter can
- * be read against its own host's ceiling, as in `npm run bench`. A configuration may name the compiled package it loads, to compare two
- * builds in one run: `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built
- * by `npm run build`).
+ * be read against its own host's ceiling, as in `npm run bench`. A configuration may name the
+ * compiled package it loads, to compare two builds in one run:
+ * `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built by `npm run build`).
  *
  * With `--allocations`, one more round per configuration runs under V8's sampling heap profiler
  * (garbage included: what the scavenger pays for) and prints the bytes allocated per request, in
