@@ -32,12 +32,12 @@ import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
 import type * as FastifyAdapter from '../src/adapters/fastify.js';
-import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
+import { expressCeiling, fetchCeiling, mountFastifyCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
 import { benchHandlers, CATALOG, provisionRequest } from './lib/requests.js';
 import { startAllocationSampling, stopAllocationSampling } from './lib/profiles.js';
-import { listenLoopback } from './lib/serving.js';
+import { fastifyListener, fetchListener, listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
 const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations]';
@@ -76,33 +76,19 @@ async function listener(config: string): Promise<RequestListener> {
       const [{ createProvider }, { memoryStore }] = await Promise.all([load<typeof Root>('index.js'), load<typeof Memory>('store/memory.js')]);
       const provider = createProvider({ store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers });
       if (kind === 'node') return (req, res) => provider.node(req, res);
-      const { getRequestListener } = await import('@hono/node-server');
-      const bridge = getRequestListener((request) => provider.fetch(request));
-      return (req, res) => void bridge(req, res);
+      return fetchListener((request) => provider.fetch(request));
     }
-    case 'fastify-ceiling':
     case 'fastify': {
-      const { default: Fastify } = await import('fastify');
-      // Fastify serves through the listener it hands its server factory.
-      let handler: RequestListener | undefined;
-      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
-      if (kind === 'fastify') {
-        const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
-        await app.register(marketplacePlugin, { store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers });
-      } else {
-        const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
-        app.removeAllContentTypeParsers();
-        app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-        app.put('/v1/resources/:id', fastifyCeiling(canonicalRequest, () => undefined));
-      }
-      await app.ready();
-      return handler!;
+      const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
+      return (await fastifyListener((app) => app.register(marketplacePlugin, { store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
+    }
+    case 'fastify-ceiling': {
+      const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
+      return (await fastifyListener((app) => mountFastifyCeiling(app, canonicalRequest, () => undefined))).listener;
     }
     case 'fetch-ceiling': {
       const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
-      const { getRequestListener } = await import('@hono/node-server');
-      const bridge = getRequestListener(fetchCeiling(canonicalRequest, () => undefined));
-      return (req, res) => void bridge(req, res);
+      return fetchListener(fetchCeiling(canonicalRequest, () => undefined));
     }
     default:
       return fail(`unknown configuration "${config}" (${KINDS.join(', ')}, each optionally @DIST)`);

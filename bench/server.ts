@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Router from '../src/provider/router.js';
@@ -6,9 +6,9 @@ import type * as Root from '../src/index.js';
 import type * as FastifyAdapter from '../src/adapters/fastify.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { serveCalls } from './lib/child.js';
-import { expressCeiling, fastifyCeiling, fetchCeiling } from './lib/ceilings.js';
+import { expressCeiling, fetchCeiling, mountFastifyCeiling } from './lib/ceilings.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
-import { closeServer, dist, listenLoopback, openBenchStore, settle } from './lib/serving.js';
+import { closeServer, dist, fastifyListener, fetchListener, listenLoopback, openBenchStore, settle } from './lib/serving.js';
 
 // The package as users run it: the compiled dist/ (bench/lib/serving.ts).
 const [{ canonicalRequest }, { marketplaceRouter }, { operationKey }] = await Promise.all([
@@ -98,37 +98,24 @@ async function serverFor(params: StartParams): Promise<Server> {
       return createServer(app);
     }
     case 'fastify-ceiling': {
-      const { default: Fastify } = await import('fastify');
-      let handler: RequestListener | undefined;
-      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
-      app.removeAllContentTypeParsers();
-      app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-      app.put('/v1/resources/:id', fastifyCeiling(canonicalRequest, countHandled));
-      await app.ready();
-      release = () => app.close();
-      return createServer(handler);
+      const { listener, close } = await fastifyListener((app) => mountFastifyCeiling(app, canonicalRequest, countHandled));
+      release = close;
+      return createServer(listener);
     }
-    case 'fetch-ceiling': {
-      const { getRequestListener } = await import('@hono/node-server');
-      const listener = getRequestListener(fetchCeiling(canonicalRequest, countHandled));
-      return createServer((req, res) => void listener(req, res));
-    }
+    case 'fetch-ceiling':
+      return createServer(await fetchListener(fetchCeiling(canonicalRequest, countHandled)));
     case 'fastify': {
-      const [{ default: Fastify }, { marketplacePlugin }] = await Promise.all([import('fastify'), dist<typeof FastifyAdapter>('adapters/fastify.js')]);
-      let handler: RequestListener | undefined;
-      const app = Fastify({ serverFactory: (h) => createServer((handler = h)) });
-      await app.register(marketplacePlugin, providerOptions(await openStore(params), params.masterPublicKey));
-      await app.ready();
+      const [{ marketplacePlugin }, store] = await Promise.all([dist<typeof FastifyAdapter>('adapters/fastify.js'), openStore(params)]);
+      const { listener, close } = await fastifyListener((app) => app.register(marketplacePlugin, providerOptions(store, params.masterPublicKey)));
       // The plugin closes the provider (outbox, store) from Fastify's onClose.
-      release = () => app.close();
-      return createServer(handler);
+      release = close;
+      return createServer(listener);
     }
     case 'fetch': {
-      const [{ getRequestListener }, { createProvider }] = await Promise.all([import('@hono/node-server'), dist<typeof Root>('index.js')]);
+      const { createProvider } = await dist<typeof Root>('index.js');
       const provider = createProvider(providerOptions(await openStore(params), params.masterPublicKey));
       release = () => provider.close();
-      const listener = getRequestListener((request) => provider.fetch(request));
-      return createServer((req, res) => void listener(req, res));
+      return createServer(await fetchListener((request) => provider.fetch(request)));
     }
     default: {
       const store = await openStore(params);

@@ -1,5 +1,6 @@
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { RequestHeaders } from '../../src/signature/canonicalize.js';
 
 /**
@@ -57,11 +58,18 @@ export function expressCeiling(canonicalize: Canonicalize, onHandled: OnHandled)
   };
 }
 
+/** Mounts {@link fastifyCeiling} on `app` behind a content-type parser that hands over the raw bytes. */
+export function mountFastifyCeiling(app: FastifyInstance, canonicalize: Canonicalize, onHandled: OnHandled): void {
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  app.put('/v1/resources/:id', fastifyCeiling(canonicalize, onHandled));
+}
+
 /**
  * Fastify: a route in a context whose only content-type parser hands over the raw bytes
  * (`removeAllContentTypeParsers()`, then `'*'` with `parseAs: 'buffer'`).
  */
-export function fastifyCeiling(canonicalize: Canonicalize, onHandled: OnHandled) {
+function fastifyCeiling(canonicalize: Canonicalize, onHandled: OnHandled) {
   return (request: { method: string; url: string; headers: IncomingHttpHeaders; body: unknown }, reply: { code(status: number): { send(body: unknown): unknown } }): void => {
     verifyOnce(canonicalize, request.method, request.url, request.headers, request.body as Buffer, (status, message) => {
       if (status === 201) onHandled();

@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,26 @@ export async function dist<T>(module: string): Promise<T> {
   } catch (error) {
     throw new Error(`bench: cannot load ${path}: run \`npm run build\` first (npm run bench does)`, { cause: error });
   }
+}
+
+/**
+ * A Fastify app as a node:http listener (the one Fastify hands its server factory), once `setup`
+ * registered its routes and the app is ready; `close` closes the app (and its `onClose` hooks).
+ */
+export async function fastifyListener(setup: (app: FastifyInstance) => unknown): Promise<{ listener: RequestListener; close: () => Promise<void> }> {
+  const { default: Fastify } = await import('fastify');
+  let listener: RequestListener | undefined;
+  const app = Fastify({ serverFactory: (handler) => createServer((listener = handler)) });
+  await setup(app);
+  await app.ready();
+  return { listener: listener!, close: () => app.close() };
+}
+
+/** A `Request → Response` function as a node:http listener, through @hono/node-server's bridge. */
+export async function fetchListener(handler: (request: Request) => Promise<Response>): Promise<RequestListener> {
+  const { getRequestListener } = await import('@hono/node-server');
+  const bridge = getRequestListener(handler);
+  return (req, res) => void bridge(req, res);
 }
 
 /** Listens on a free port of the loopback address; answers the port. */

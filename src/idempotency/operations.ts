@@ -22,6 +22,7 @@ import {
   validateProvision,
 } from '../domain/schemas.js';
 import { isAccepted, type Catalog, type HandlerContext, type ProviderHandlers, type ValidateHook } from '../domain/handlers.js';
+import { operationKey } from '../domain/records.js';
 
 /**
  * The operation table: everything that makes one kind of state-changing request what it is, in one
@@ -383,17 +384,18 @@ export function entityDeletedError(entity: EntityKind): ConflictError {
  * request spends no microtask here.
  */
 export function prepareOperation(call: OperationCall, env: TableEnv): PreparedOperation | Promise<PreparedOperation> {
-  const prepared = OPERATIONS[call.kind].prepare(call, env);
-  return prepared instanceof Promise ? prepared.then((done) => preparedOperation(call, env, done)) : preparedOperation(call, env, prepared);
+  const descriptor = OPERATIONS[call.kind];
+  const prepared = descriptor.prepare(call, env);
+  const entity = descriptor.claim.entity;
+  return prepared instanceof Promise ? prepared.then((done) => preparedOperation(call, env, entity, done)) : preparedOperation(call, env, entity, prepared);
 }
 
-function preparedOperation(call: OperationCall, env: TableEnv, prepared: Prepared<OperationRequest>): PreparedOperation {
-  const descriptor = OPERATIONS[call.kind];
+function preparedOperation(call: OperationCall, env: TableEnv, entity: EntityKind, prepared: Prepared<OperationRequest>): PreparedOperation {
   checkCallbackHeaders(call, env);
   return {
     kind: call.kind,
-    key: `${descriptor.claim.entity}:${prepared.targetId}`,
-    entity: descriptor.claim.entity,
+    key: operationKey(entity, prepared.targetId),
+    entity,
     targetId: prepared.targetId,
     parentId: prepared.parentId,
     fingerprint: prepared.fingerprint,

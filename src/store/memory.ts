@@ -125,7 +125,7 @@ export function memoryStore(): DiagnosableStore {
   /** {@link record} for callers that do not use the answer: no copy of it is made. */
   function keep(replay: ReplayRecord, now: number): RecordedAnswer {
     const { write, standing } = decideRecord(replays.get(replay.requestId), replay, now);
-    if (write) replays.set(replay.requestId, { requestId: replay.requestId, answer: copyAnswer(replay.answer), expiresAt: replay.expiresAt });
+    if (write) replays.set(replay.requestId, copyReplay(replay));
     return standing;
   }
 
@@ -399,7 +399,8 @@ export function memoryStore(): DiagnosableStore {
 }
 
 // The records' own copies: their fields are primitives but for one free-form part each (a
-// resource's features, a credential's values, an operation's request, an answer's body), which
+// resource's features, a credential's values, an operation's request, an answer's body, a replay
+// record's answer), which
 // gets the deep copy. A spread copies the rest in one step where the generic walk below visits
 // every key: the operation and replay records are copied on every request.
 
@@ -417,6 +418,10 @@ function copyOperation(operation: OperationRecord): OperationRecord {
 
 function copyAnswer(answer: RecordedAnswer): RecordedAnswer {
   return answer.body === undefined ? { ...answer } : { ...answer, body: copy(answer.body) };
+}
+
+function copyReplay(replay: ReplayRecord): ReplayRecord {
+  return { ...replay, answer: copyAnswer(replay.answer) };
 }
 
 /** Thrown inside {@link copyPlain} when a value needs structuredClone's full algorithm. */

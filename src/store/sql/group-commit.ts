@@ -117,24 +117,18 @@ export function groupCommit(db: BetterSqlite3.Database, mapError: (error: unknow
     }
     flushWanted = false;
     try {
-      if (group.length === 1) {
-        // Alone in its transaction, a write that throws needs no savepoint: the whole transaction
-        // is then rolled back, which undoes exactly that write.
-        try {
-          results.push({ ok: true, value: group[0]!.work() });
-        } catch (error) {
-          control.rollback.run();
-          settle(group, [{ ok: false, value: error }]);
-          return SETTLED;
-        }
-      } else if (!savepoints) {
+      if (!savepoints) {
         for (const item of group) {
           try {
             results.push({ ok: true, value: item.work() });
-          } catch {
-            // Rare (a refused commit): undo the whole group, and run it again write by write.
+          } catch (error) {
+            // Rare (a refused commit): undo the whole group. Alone in its transaction, the write
+            // that threw is all the rollback undid: it is settled now. Otherwise the group runs
+            // again, write by write.
             control.rollback.run();
-            return RERUN_ISOLATED;
+            if (group.length > 1) return RERUN_ISOLATED;
+            settle(group, [{ ok: false, value: error }]);
+            return SETTLED;
           }
         }
       } else {
