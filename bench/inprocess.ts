@@ -22,9 +22,19 @@
  * (garbage included: what the scavenger pays for) and prints the bytes allocated per request, in
  * all and by the functions that allocate most; the client's share is the same in every
  * configuration.
+ *
+ * With `--gc`, every counted round starts from a full collection (the pre-signed requests are old
+ * by then) and the main thread's time in V8's collector during the round is printed beside the
+ * CPU, per request: the scavenges (young generation) and the full collections apart. What the
+ * garbage of a request costs shows there, and so does what outlives a scavenge: the scavenger
+ * copies every object still alive, so a request's objects that live on (a store's records, for
+ * instance) cost more than the same bytes of short-lived garbage.
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { Session } from 'node:inspector/promises';
+import { constants as perfConstants, PerformanceObserver } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import express from 'express';
@@ -40,7 +50,7 @@ import { startAllocationSampling, stopAllocationSampling } from './lib/profiles.
 import { fastifyListener, fetchListener, listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
-const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations]';
+const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations] [--gc]';
 const KINDS = ['ceiling', 'express', 'node', 'fetch', 'fastify-ceiling', 'fastify', 'fetch-ceiling'] as const;
 
 const fail: (message: string) => never = usageError('bench/inprocess', USAGE);
@@ -146,18 +156,66 @@ function drive(port: number, pool: readonly Buffer[]): Promise<number> {
   });
 }
 
-const targets: { config: string; server: Server; port: number; cpu: number[] }[] = [];
+/** Main-thread time in the collector per request of one round, in µs. */
+interface GcTime {
+  scavenges: number;
+  full: number;
+}
+
+/**
+ * `gc()` without starting node with --expose-gc: the flag set at run time exposes it to contexts
+ * created afterwards. Only for `--gc`, so a plain run keeps V8's defaults.
+ */
+function exposedGc(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** Runs `round` with the collector's main-thread pauses observed; the time per request. */
+async function observingGc(count: number, round: () => Promise<void>): Promise<GcTime> {
+  const time: GcTime = { scavenges: 0, full: 0 };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      // A gc entry's detail says which collection it was (typed only on Node's GC entry class).
+      const kind = (entry as { detail?: { kind?: number } | null }).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) time.scavenges += entry.duration;
+      else time.full += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  try {
+    await round();
+    // Entries are delivered asynchronously: one turn of the loop lets the last ones in.
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    observer.disconnect();
+  }
+  return { scavenges: (time.scavenges * 1000) / count, full: (time.full * 1000) / count };
+}
+
+const collect = process.argv.includes('--gc') ? exposedGc() : undefined;
+const targets: { config: string; server: Server; port: number; cpu: number[]; gc: GcTime[] }[] = [];
 for (const config of list.split(',')) {
   const server = createServer(await listener(config));
-  targets.push({ config, server, port: await listenLoopback(server), cpu: [] });
+  targets.push({ config, server, port: await listenLoopback(server), cpu: [], gc: [] });
 }
 // Round 0 warms up (JIT, caches) and is not counted; the order alternates between rounds.
 for (let round = 0; round <= rounds; round++) {
   for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
     const pool = signedRequests(target.port, requests);
-    const before = process.cpuUsage();
-    const created = await drive(target.port, pool);
-    const used = process.cpuUsage(before);
+    collect?.();
+    let created = 0;
+    let used = process.cpuUsage();
+    const driven = async (): Promise<void> => {
+      const before = process.cpuUsage();
+      created = await drive(target.port, pool);
+      used = process.cpuUsage(before);
+    };
+    if (collect === undefined) await driven();
+    else {
+      const gc = await observingGc(requests, driven);
+      if (round > 0) target.gc.push(gc);
+    }
     if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);
     if (round > 0) target.cpu.push((used.user + used.system) / requests);
   }
@@ -179,6 +237,11 @@ const reference = median(targets[0]!.cpu);
 for (const target of targets) {
   const mid = median(target.cpu);
   console.log(`${target.config.padEnd(12)} ${mid.toFixed(0).padStart(5)} µs CPU per request, client included (×${(mid / reference).toFixed(3)} of ${targets[0]!.config}); rounds ${target.cpu.map((v) => v.toFixed(0)).join(' ')}`);
+  if (collect !== undefined) {
+    const scavenges = median(target.gc.map((gc) => gc.scavenges));
+    const full = median(target.gc.map((gc) => gc.full));
+    console.log(`${''.padEnd(12)} collector on the main thread: ${scavenges.toFixed(1)} µs per request in scavenges, ${full.toFixed(1)} µs in full collections (medians of the rounds)`);
+  }
 }
 for (const target of targets) target.server.close();
 process.exit(0);

@@ -120,3 +120,21 @@ describe('bench --quick', () => {
     assert.match(section('3')[1]![2]!, /req\/s|^skipped: DATABASE_URL/);
   });
 });
+
+describe('bench/inprocess --gc', () => {
+  it('prints each configuration\'s CPU per request and its collector time, scavenges and full collections apart', { timeout: 120_000 }, () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', 'fastify-ceiling,fastify', '--rounds=1', '--requests=60', '--connections=4', '--gc'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 110_000,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+    });
+    assert.equal(run.status, 0, `bench/inprocess exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+    const lines = run.stdout.split('\n');
+    for (const config of ['fastify-ceiling', 'fastify']) {
+      const at = lines.findIndex((line) => new RegExp(`^${config} +\\d+ µs CPU per request`).test(line));
+      assert.ok(at >= 0, `a CPU line for ${config}:\n${run.stdout}`);
+      assert.match(lines[at + 1]!, /^ +collector on the main thread: \d+\.\d µs per request in scavenges, \d+\.\d µs in full collections/);
+    }
+  });
+});
