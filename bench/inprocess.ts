@@ -32,11 +32,11 @@
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { Session } from 'node:inspector/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { constants as perfConstants, PerformanceObserver } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { connect } from 'node:net';
-import { join } from 'node:path';
 import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Root from '../src/index.js';
