@@ -171,8 +171,8 @@ function exposedGc(): () => void {
   return runInNewContext('gc') as () => void;
 }
 
-/** Runs `round` with the collector's main-thread pauses observed; the time per request. */
-async function observingGc(count: number, round: () => Promise<void>): Promise<GcTime> {
+/** Runs `round` with the collector's main-thread pauses observed; its result and the time per request. */
+async function observingGc<T>(count: number, round: () => Promise<T>): Promise<[T, GcTime]> {
   const time: GcTime = { scavenges: 0, full: 0 };
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
@@ -183,14 +183,15 @@ async function observingGc(count: number, round: () => Promise<void>): Promise<G
     }
   });
   observer.observe({ entryTypes: ['gc'] });
+  let result: T;
   try {
-    await round();
+    result = await round();
     // Entries are delivered asynchronously: one turn of the loop lets the last ones in.
     await new Promise((resolve) => setImmediate(resolve));
   } finally {
     observer.disconnect();
   }
-  return { scavenges: (time.scavenges * 1000) / count, full: (time.full * 1000) / count };
+  return [result, { scavenges: (time.scavenges * 1000) / count, full: (time.full * 1000) / count }];
 }
 
 const collect = process.argv.includes('--gc') ? exposedGc() : undefined;
@@ -204,16 +205,17 @@ for (let round = 0; round <= rounds; round++) {
   for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
     const pool = signedRequests(target.port, requests);
     collect?.();
-    let created = 0;
-    let used = process.cpuUsage();
-    const driven = async (): Promise<void> => {
+    const driven = async (): Promise<{ created: number; used: NodeJS.CpuUsage }> => {
       const before = process.cpuUsage();
-      created = await drive(target.port, pool);
-      used = process.cpuUsage(before);
+      const created = await drive(target.port, pool);
+      return { created, used: process.cpuUsage(before) };
     };
-    if (collect === undefined) await driven();
+    let created: number;
+    let used: NodeJS.CpuUsage;
+    if (collect === undefined) ({ created, used } = await driven());
     else {
-      const gc = await observingGc(requests, driven);
+      const [driveResult, gc] = await observingGc(requests, driven);
+      ({ created, used } = driveResult);
       if (round > 0) target.gc.push(gc);
     }
     if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);

@@ -400,9 +400,9 @@ export function memoryStore(): DiagnosableStore {
 
 // The records' own copies: their fields are primitives but for one free-form part each (a
 // resource's features, a credential's values, an operation's request, an answer's body, a replay
-// record's answer), which
-// gets the deep copy. A spread copies the rest in one step where the generic walk below visits
-// every key: the operation and replay records are copied on every request.
+// record's answer), which gets the deep copy. A spread copies the rest in one step where the
+// generic walk below visits every key: the operation and replay records are copied on every
+// request.
 
 function copyResource(resource: ResourceRecord): ResourceRecord {
   return { ...resource, features: copy(resource.features) };
