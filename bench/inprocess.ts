@@ -14,7 +14,9 @@
  * (marketplaceRouter + memoryStore), `node` (provider.node on node:http), `fetch` (provider.fetch
  * behind @hono/node-server), `fastify-ceiling` and `fastify` (Fastify 5's one-verify ceiling, and
  * marketplacePlugin + memoryStore), `fetch-ceiling` (the fetch bridge's ceiling): each adapter can
- * be read against its own host's ceiling, as in `npm run bench`. A configuration may name the
+ * be read against its own host's ceiling, as in `npm run bench`; `fastify-stub` is the plugin on a
+ * store that claims and commits without reading or keeping anything (below), to part the engine's
+ * cost from the memory store's. A configuration may name the
  * compiled package it loads, to compare two builds in one run:
  * `express@/path/to/other/checkout/dist` (default: this checkout's dist/, built by `npm run build`).
  *
@@ -23,6 +25,10 @@
  * all and by the functions that allocate most; the client's share is the same in every
  * configuration.
  *
+ * With `--promises`, one more round per configuration runs with an async hook counting what it
+ * creates (promises, timers, ticks), per request: each promise is an allocation and a microtask or
+ * two; the client's share (`TickObject`s, sockets) is the same in every configuration.
+ *
  * With `--gc`, every counted round starts from a full collection (the pre-signed requests are old
  * by then) and the main thread's time in V8's collector during the round is printed beside the
  * CPU, per request: the scavenges (young generation) and the full collections apart. What the
@@ -30,6 +36,7 @@
  * copies every object still alive, so a request's objects that live on (a store's records, for
  * instance) cost more than the same bytes of short-lived garbage.
  */
+import { createHook } from 'node:async_hooks';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { Session } from 'node:inspector/promises';
 import { connect } from 'node:net';
@@ -42,6 +49,7 @@ import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
 import type * as FastifyAdapter from '../src/adapters/fastify.js';
+import type { ClaimInput, ClaimResult, CommitResult, RecordedAnswer, ReplayRecord, Store } from '../src/store/types.js';
 import { expressCeiling, fetchCeiling, mountFastifyCeiling } from './lib/ceilings.js';
 import { REPO_ROOT } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
@@ -50,8 +58,8 @@ import { startAllocationSampling, stopAllocationSampling } from './lib/profiles.
 import { fastifyListener, fetchListener, listenLoopback } from './lib/serving.js';
 import { BenchSigner, newKeyPair, rfc3339 } from './lib/signing.js';
 
-const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations] [--gc]';
-const KINDS = ['ceiling', 'express', 'node', 'fetch', 'fastify-ceiling', 'fastify', 'fetch-ceiling'] as const;
+const USAGE = 'usage: npx tsx bench/inprocess.ts [ceiling|express|node|fetch|fastify-ceiling|fastify|fastify-stub|fetch-ceiling[@DIST],...] [--rounds=N] [--requests=N] [--connections=N] [--allocations] [--promises] [--gc]';
+const KINDS = ['ceiling', 'express', 'node', 'fetch', 'fastify-ceiling', 'fastify', 'fastify-stub', 'fetch-ceiling'] as const;
 
 const fail: (message: string) => never = usageError('bench/inprocess', USAGE);
 const option = (name: string, fallback: number): number => positiveFlag(process.argv.slice(2), name, fallback, fail, true);
@@ -92,6 +100,10 @@ async function listener(config: string): Promise<RequestListener> {
       const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
       return (await fastifyListener((app) => app.register(marketplacePlugin, { store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
     }
+    case 'fastify-stub': {
+      const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
+      return (await fastifyListener((app) => app.register(marketplacePlugin, { store: stubStore(memoryStore()), catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
+    }
     case 'fastify-ceiling': {
       const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
       return (await fastifyListener((app) => mountFastifyCeiling(app, canonicalRequest, () => undefined))).listener;
@@ -103,6 +115,27 @@ async function listener(config: string): Promise<RequestListener> {
     default:
       return fail(`unknown configuration "${config}" (${KINDS.join(', ')}, each optionally @DIST)`);
   }
+}
+
+const COMMITTED: CommitResult = { outcome: 'committed' };
+
+/**
+ * `fastify-stub`'s store: every claim is granted on an empty snapshot and every commit succeeds,
+ * with nothing read or kept (the rest is the memory store's, for the plugin's start). Right only
+ * for what this bench sends, distinct ids never replayed; what it leaves out of a request's cost
+ * is the memory store's share: the reads of the claim rule, the records and their copies.
+ */
+function stubStore(base: Store): Store {
+  return {
+    ...base,
+    claimOperation: (input: ClaimInput): Promise<ClaimResult> => Promise.resolve({
+      outcome: 'claimed',
+      operation: { key: input.key, kind: input.kind, targetId: input.targetId, fingerprint: input.fingerprint, request: input.request, state: 'running', owner: input.owner, token: 'stub', createdAt: input.now, leaseExpiresAt: input.now + input.leaseMs },
+      snapshot: { resource: undefined, resourceDeleted: false, credential: undefined, credentialDeleted: false, credentials: [] },
+    }),
+    commitOperation: (): Promise<CommitResult> => Promise.resolve(COMMITTED),
+    recordReplay: (replay: ReplayRecord): Promise<RecordedAnswer> => Promise.resolve(replay.answer),
+  };
 }
 
 /** The requests of one run, signed now and serialized as HTTP/1.1 bytes. */
@@ -220,6 +253,25 @@ for (let round = 0; round <= rounds; round++) {
     }
     if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);
     if (round > 0) target.cpu.push((used.user + used.system) / requests);
+  }
+}
+if (process.argv.includes('--promises')) {
+  for (const target of targets) {
+    const pool = signedRequests(target.port, requests);
+    const created = new Map<string, number>();
+    const hook = createHook({
+      init(_id, type) {
+        created.set(type, (created.get(type) ?? 0) + 1);
+      },
+    });
+    hook.enable();
+    try {
+      await drive(target.port, pool);
+    } finally {
+      hook.disable();
+    }
+    const counts = [...created].filter(([, count]) => count >= requests / 10).sort((a, b) => b[1] - a[1]);
+    console.log(`-- ${target.config}: created per request: ${counts.map(([type, count]) => `${type} ${(count / requests).toFixed(1)}`).join(', ')}`);
   }
 }
 if (process.argv.includes('--allocations')) {

@@ -138,3 +138,26 @@ describe('bench/inprocess --gc', () => {
     }
   });
 });
+
+describe('bench/inprocess --promises and fastify-stub', () => {
+  it('counts what each configuration creates per request, and runs the plugin on a store that keeps nothing', { timeout: 120_000 }, () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', 'fastify-ceiling,fastify-stub', '--rounds=1', '--requests=60', '--connections=4', '--promises'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 110_000,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+    });
+    assert.equal(run.status, 0, `bench/inprocess exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+    const counted = (config: string): string => {
+      const line = run.stdout.split('\n').find((text) => text.startsWith(`-- ${config}: created per request: `));
+      assert.ok(line !== undefined, `a count line for ${config}:\n${run.stdout}`);
+      return line;
+    };
+    // The ceiling answers from the crypto callback: one verification job, no promise of its own.
+    assert.match(counted('fastify-ceiling'), /SIGNREQUEST 1\.0/);
+    assert.doesNotMatch(counted('fastify-ceiling'), /PROMISE/);
+    // The plugin goes through the engine (promises, its timers) even when the store keeps nothing.
+    assert.match(counted('fastify-stub'), /PROMISE \d+\.\d.*Timeout [2-9]\.\d|Timeout [2-9]\.\d.*PROMISE \d+\.\d/);
+    assert.match(run.stdout, /^fastify-stub +\d+ µs CPU per request/m);
+  });
+});
