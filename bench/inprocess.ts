@@ -26,8 +26,10 @@
  * configuration.
  *
  * With `--promises`, one more round per configuration runs with an async hook counting what it
- * creates (promises, timers, ticks), per request: each promise is an allocation and a microtask or
- * two; the client's share (`TickObject`s, sockets) is the same in every configuration.
+ * creates (promises, timers, ticks), per request, each kind created at least once in ten requests:
+ * each promise is an allocation and a microtask or two; the client's share (`TickObject`s) is the
+ * same in every configuration. The hook itself makes V8 create some promises it otherwise skips,
+ * so compare the counts with each other.
  *
  * With `--gc`, every counted round starts from a full collection (the pre-signed requests are old
  * by then) and the main thread's time in V8's collector during the round is printed beside the
@@ -121,9 +123,10 @@ const COMMITTED: CommitResult = { outcome: 'committed' };
 
 /**
  * `fastify-stub`'s store: every claim is granted on an empty snapshot and every commit succeeds,
- * with nothing read or kept (the rest is the memory store's, for the plugin's start). Right only
- * for what this bench sends, distinct ids never replayed; what it leaves out of a request's cost
- * is the memory store's share: the reads of the claim rule, the records and their copies.
+ * with nothing read or kept. Its other methods are a memory store's (the plugin's start and its
+ * callback worker call them, never a request). Right only for what this bench sends, distinct ids
+ * never replayed; what it leaves out of a request's cost is the memory store's share: the claim
+ * rule's reads, the records and their copies.
  */
 function stubStore(base: Store): Store {
   return {
