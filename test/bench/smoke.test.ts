@@ -142,7 +142,7 @@ describe('bench/inprocess --gc', () => {
 });
 
 describe('bench/inprocess --promises and fastify-stub', () => {
-  it('counts what each configuration creates per request, and runs the plugin on a store that keeps nothing', { timeout: 120_000 }, () => {
+  it('counts what each configuration creates per request, and serves the plugin on the stub store', { timeout: 120_000 }, () => {
     const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', 'fastify-ceiling,fastify-stub', '--rounds=1', '--requests=60', '--connections=4', '--promises'], {
       cwd: root,
       encoding: 'utf8',
