@@ -50,6 +50,7 @@ import express from 'express';
 import type * as Canonicalize from '../src/signature/canonicalize.js';
 import type * as Root from '../src/index.js';
 import type * as Memory from '../src/store/memory.js';
+import type * as Common from '../src/store/common.js';
 import type * as FastifyAdapter from '../src/adapters/fastify.js';
 import type { ClaimInput, ClaimResult, CommitResult, RecordedAnswer, ReplayRecord, Store } from '../src/store/types.js';
 import { expressCeiling, fetchCeiling, mountFastifyCeiling } from './lib/ceilings.js';
@@ -98,13 +99,15 @@ async function listener(config: string): Promise<RequestListener> {
       if (kind === 'node') return (req, res) => provider.node(req, res);
       return fetchListener((request) => provider.fetch(request));
     }
-    case 'fastify': {
-      const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
-      return (await fastifyListener((app) => app.register(marketplacePlugin, { store: memoryStore(), catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
-    }
+    case 'fastify':
     case 'fastify-stub': {
-      const [{ marketplacePlugin }, { memoryStore }] = await Promise.all([load<typeof FastifyAdapter>('adapters/fastify.js'), load<typeof Memory>('store/memory.js')]);
-      return (await fastifyListener((app) => app.register(marketplacePlugin, { store: stubStore(memoryStore()), catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
+      const [{ marketplacePlugin }, { memoryStore }, { COMMITTED }] = await Promise.all([
+        load<typeof FastifyAdapter>('adapters/fastify.js'),
+        load<typeof Memory>('store/memory.js'),
+        load<typeof Common>('store/common.js'),
+      ]);
+      const store = kind === 'fastify' ? memoryStore() : stubStore(memoryStore(), COMMITTED);
+      return (await fastifyListener((app) => app.register(marketplacePlugin, { store, catalog: CATALOG, masterKey: master.publicKey, handlers }))).listener;
     }
     case 'fastify-ceiling': {
       const { canonicalRequest } = await load<typeof Canonicalize>('signature/canonicalize.js');
@@ -119,8 +122,6 @@ async function listener(config: string): Promise<RequestListener> {
   }
 }
 
-const COMMITTED: CommitResult = { outcome: 'committed' };
-
 /**
  * `fastify-stub`'s store: every claim is granted on an empty snapshot and every commit succeeds,
  * with nothing read or kept. Its other methods are a memory store's (the plugin's start and its
@@ -128,7 +129,7 @@ const COMMITTED: CommitResult = { outcome: 'committed' };
  * never replayed; what it leaves out of a request's cost is the memory store's share: the claim
  * rule's reads, the records and their copies.
  */
-function stubStore(base: Store): Store {
+function stubStore(base: Store, committed: CommitResult): Store {
   return {
     ...base,
     claimOperation: (input: ClaimInput): Promise<ClaimResult> => Promise.resolve({
@@ -136,7 +137,7 @@ function stubStore(base: Store): Store {
       operation: { key: input.key, kind: input.kind, targetId: input.targetId, fingerprint: input.fingerprint, request: input.request, state: 'running', owner: input.owner, token: 'stub', createdAt: input.now, leaseExpiresAt: input.now + input.leaseMs },
       snapshot: { resource: undefined, resourceDeleted: false, credential: undefined, credentialDeleted: false, credentials: [] },
     }),
-    commitOperation: (): Promise<CommitResult> => Promise.resolve(COMMITTED),
+    commitOperation: (): Promise<CommitResult> => Promise.resolve(committed),
     recordReplay: (replay: ReplayRecord): Promise<RecordedAnswer> => Promise.resolve(replay.answer),
   };
 }
@@ -246,14 +247,8 @@ for (let round = 0; round <= rounds; round++) {
       const created = await drive(target.port, pool);
       return { created, used: process.cpuUsage(before) };
     };
-    let created: number;
-    let used: NodeJS.CpuUsage;
-    if (collect === undefined) ({ created, used } = await driven());
-    else {
-      const [driveResult, gc] = await observingGc(requests, driven);
-      ({ created, used } = driveResult);
-      if (round > 0) target.gc.push(gc);
-    }
+    const [{ created, used }, gc] = collect === undefined ? [await driven(), undefined] : await observingGc(requests, driven);
+    if (gc !== undefined && round > 0) target.gc.push(gc);
     if (created !== requests) fail(`${target.config}: ${created} of ${requests} requests answered 201`);
     if (round > 0) target.cpu.push((used.user + used.system) / requests);
   }

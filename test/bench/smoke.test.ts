@@ -123,15 +123,21 @@ describe('bench --quick', () => {
   });
 });
 
+/** A short run of bench/inprocess.ts (one round of 60 requests over 4 connections) that must exit 0. */
+function inprocess(configs: string, flag: string): { stdout: string } {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', configs, '--rounds=1', '--requests=60', '--connections=4', flag], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 110_000,
+    env: { ...process.env, LOG_LEVEL: 'warn' },
+  });
+  assert.equal(run.status, 0, `bench/inprocess exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+  return run;
+}
+
 describe('bench/inprocess --gc', () => {
   it('prints each configuration\'s CPU per request and its collector time, scavenges and full collections apart', { timeout: 120_000 }, () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', 'fastify-ceiling,fastify', '--rounds=1', '--requests=60', '--connections=4', '--gc'], {
-      cwd: root,
-      encoding: 'utf8',
-      timeout: 110_000,
-      env: { ...process.env, LOG_LEVEL: 'warn' },
-    });
-    assert.equal(run.status, 0, `bench/inprocess exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+    const run = inprocess('fastify-ceiling,fastify', '--gc');
     const lines = run.stdout.split('\n');
     for (const config of ['fastify-ceiling', 'fastify']) {
       const at = lines.findIndex((line) => new RegExp(`^${config} +\\d+ µs CPU per request`).test(line));
@@ -143,13 +149,7 @@ describe('bench/inprocess --gc', () => {
 
 describe('bench/inprocess --promises and fastify-stub', () => {
   it('counts what each configuration creates per request, and serves the plugin on the stub store', { timeout: 120_000 }, () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/inprocess.ts', 'fastify-ceiling,fastify-stub', '--rounds=1', '--requests=60', '--connections=4', '--promises'], {
-      cwd: root,
-      encoding: 'utf8',
-      timeout: 110_000,
-      env: { ...process.env, LOG_LEVEL: 'warn' },
-    });
-    assert.equal(run.status, 0, `bench/inprocess exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+    const run = inprocess('fastify-ceiling,fastify-stub', '--promises');
     const counted = (config: string): string => {
       const line = run.stdout.split('\n').find((text) => text.startsWith(`-- ${config}: created per request: `));
       assert.ok(line !== undefined, `a count line for ${config}:\n${run.stdout}`);
