@@ -4,7 +4,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logger.js';
 import { noInstrumentation, type HandlerOutcome, type Instrumentation } from '../observability/hooks.js';
 import { spanMayRecord } from '../observability/tracing.js';
-import { ORPHAN_MESSAGE } from '../store/common.js';
+import { immediateOf, ORPHAN_MESSAGE } from '../store/common.js';
 import type { CallbackPayload, ClaimInput, CommitInput, CommitResult, EntitySnapshot, NewDelivery, OperationRecord, RecordedAnswer, Store } from '../store/types.js';
 import type { Completion, HandlerContext, ProviderHandlers } from '../domain/handlers.js';
 import { conflictMessage } from './claim-rule.js';
@@ -288,7 +288,9 @@ export class OperationEngine {
         input.requestId = op.requestId;
         input.replayExpiresAt = now + this.#options.replayTtlMs;
       }
-      const claim = await store.claimOperation(input);
+      // A store that never waits answers in this turn: no promise, no microtask (see IMMEDIATE).
+      const claimNow = immediateOf(store.claimOperation);
+      const claim = claimNow === undefined ? await store.claimOperation(input) : claimNow.call(store, input);
       switch (claim.outcome) {
         case 'replayed':
           // This exact signed request was answered before. Its identical repeat (the marketplace
@@ -457,10 +459,12 @@ export class OperationEngine {
     if (settled.mutation.type === 'deleteResource') commit.orphanMessage = ORPHAN_MESSAGE;
     let refusal: MarketplaceError | undefined;
     try {
-      const committing = run.traced
-        ? this.#commitSpan(op, () => this.#options.store.commitOperation(operation.key, operation.token, commit))
-        : this.#options.store.commitOperation(operation.key, operation.token, commit);
-      refusal = commitRefusal(await committing);
+      const { store } = this.#options;
+      if (run.traced) refusal = commitRefusal(await this.#commitSpan(op, () => store.commitOperation(operation.key, operation.token, commit)));
+      else {
+        const commitNow = immediateOf(store.commitOperation);
+        refusal = commitRefusal(commitNow === undefined ? await store.commitOperation(operation.key, operation.token, commit) : commitNow.call(store, operation.key, operation.token, commit));
+      }
     } catch (error) {
       // Nothing was written (commits are all or nothing): report or release, then answer the error.
       return await this.#refused(op, operation, progress, error, run);

@@ -11,6 +11,36 @@ export function isOperationLive(operation: OperationRecord, now: number): boolea
   return operation.deadlineAt === undefined || operation.deadlineAt > now;
 }
 
+/**
+ * Where a store method keeps its synchronous form, for a store whose every step completes in the
+ * calling turn (`memoryStore`'s `claimOperation` and `commitOperation`): the engine calls that form
+ * instead, without a promise and a microtask turn per call on every request. It lives on the
+ * method itself, so a wrapper that replaces the method (a fault injector in a test, a timing
+ * proxy) drops it and is called as written (docs/stores.md).
+ */
+export const IMMEDIATE: unique symbol = Symbol.for('embedded-marketplace.immediate');
+
+/** A store method with its synchronous form under {@link IMMEDIATE}. */
+export type WithImmediate<A extends unknown[], R> = ((...args: A) => Promise<R>) & { readonly [IMMEDIATE]: (...args: A) => R };
+
+/**
+ * The promise form of `now`, carrying `now` itself under {@link IMMEDIATE}. `now` must answer exactly
+ * what the method promises; it is called with the store as `this`.
+ */
+export function withImmediate<A extends unknown[], R>(now: (...args: A) => R): WithImmediate<A, R> {
+  // A throw of `now` becomes the rejection, as in any async method.
+  // eslint-disable-next-line @typescript-eslint/require-await
+  const method = async function (this: unknown, ...args: A): Promise<R> {
+    return now.apply(this, args);
+  };
+  return Object.assign(method, { [IMMEDIATE]: now });
+}
+
+/** The synchronous form a store method carries, if any (see {@link IMMEDIATE}). */
+export function immediateOf<A extends unknown[], R>(method: (...args: A) => Promise<R>): ((...args: A) => R) | undefined {
+  return (method as Partial<WithImmediate<A, R>>)[IMMEDIATE];
+}
+
 const TOKEN_BYTES = 16;
 // One randomBytes call per 256 tokens instead of one per claim: the call is a system call (about
 // 10 µs on a small VM) and showed in the request profile. Tokens are still 128 random bits.

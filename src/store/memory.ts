@@ -1,5 +1,5 @@
 import { decideClaim, decideRecord, type ClaimReads } from '../idempotency/claim-rule.js';
-import { COMMITTED, isOperationLive, LEASE_LOST, newToken, orphanDelivery, parentOf, summarizeDelivery } from './common.js';
+import { COMMITTED, isOperationLive, LEASE_LOST, newToken, orphanDelivery, parentOf, summarizeDelivery, withImmediate } from './common.js';
 import type {
   ClaimInput,
   ClaimResult,
@@ -129,6 +129,62 @@ export function memoryStore(): DiagnosableStore {
     return standing;
   }
 
+  /** The claim (src/idempotency/claim-rule.ts): the rule's reads and its writes in one synchronous step. */
+  function claimNow(input: ClaimInput): ClaimResult {
+    const { result, writes } = decideClaim(input, reads, newToken);
+    for (const write of writes) {
+      if (write.type === 'claim') operations.set(write.operation.key, copyOperation(write.operation));
+      else keep(write.replay, input.now);
+    }
+    return result;
+  }
+
+  /** The commit (see OperationStore.commitOperation), whole or not at all, in one synchronous step. */
+  function commitNow(key: string, token: string, commit: CommitInput): CommitResult {
+    if (holding(key, token) === undefined) return LEASE_LOST;
+    const { mutation } = commit;
+    // Check every precondition before the first write: a commit applies whole or not at all.
+    if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) return { outcome: 'parent_missing' };
+    if (mutation.type === 'putResource' && tombstones.has(operationKey('resource', mutation.resource.id))) return { outcome: 'tombstoned', entity: 'resource' };
+    if (mutation.type === 'putCredential' && tombstones.has(operationKey('credential', mutation.credential.id))) return { outcome: 'tombstoned', entity: 'credential' };
+    switch (mutation.type) {
+      case 'none':
+        break;
+      case 'putResource':
+        resources.set(mutation.resource.id, copyResource(mutation.resource));
+        break;
+      case 'deleteResource': {
+        orphan(mutation.id, mutation.deletedAt, commit.orphanMessage);
+        resources.delete(mutation.id);
+        bury('resource', mutation.id, mutation.deletedAt);
+        for (const credentialId of credentialsByResource.get(mutation.id) ?? []) {
+          credentials.delete(credentialId);
+          bury('credential', credentialId, mutation.deletedAt);
+        }
+        credentialsByResource.delete(mutation.id);
+        break;
+      }
+      case 'putCredential': {
+        const credential = copyCredential(mutation.credential);
+        credentials.set(credential.id, credential);
+        let ids = credentialsByResource.get(credential.resourceId);
+        if (ids === undefined) credentialsByResource.set(credential.resourceId, (ids = new Set()));
+        ids.add(credential.id);
+        break;
+      }
+      case 'deleteCredential':
+        deleteCredential(mutation.id);
+        bury('credential', mutation.id, mutation.deletedAt);
+        break;
+    }
+    operations.delete(key);
+    if (commit.delivery !== undefined) {
+      deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
+    }
+    if (commit.replay !== undefined) keep(commit.replay, Number.NEGATIVE_INFINITY);
+    return COMMITTED;
+  }
+
   function ownedDelivery(id: string, owner: string): DeliveryRecord | undefined {
     const delivery = deliveries.get(id);
     return delivery !== undefined && delivery.claimedBy === owner ? delivery : undefined;
@@ -164,14 +220,8 @@ export function memoryStore(): DiagnosableStore {
         .map(copyOperation);
     },
 
-    async claimOperation(input: ClaimInput): Promise<ClaimResult> {
-      const { result, writes } = decideClaim(input, reads, newToken);
-      for (const write of writes) {
-        if (write.type === 'claim') operations.set(write.operation.key, copyOperation(write.operation));
-        else keep(write.replay, input.now);
-      }
-      return result;
-    },
+    // Both complete in the calling turn: the engine calls the synchronous forms (see IMMEDIATE).
+    claimOperation: withImmediate(claimNow),
 
     async renewOperation(key, token, leaseExpiresAt) {
       const operation = holding(key, token);
@@ -196,50 +246,7 @@ export function memoryStore(): DiagnosableStore {
       return copyOperation(operation);
     },
 
-    async commitOperation(key, token, commit: CommitInput): Promise<CommitResult> {
-      if (holding(key, token) === undefined) return LEASE_LOST;
-      const { mutation } = commit;
-      // Check every precondition before the first write: a commit applies whole or not at all.
-      if (mutation.type === 'putCredential' && !resources.has(mutation.credential.resourceId)) return { outcome: 'parent_missing' };
-      if (mutation.type === 'putResource' && tombstones.has(operationKey('resource', mutation.resource.id))) return { outcome: 'tombstoned', entity: 'resource' };
-      if (mutation.type === 'putCredential' && tombstones.has(operationKey('credential', mutation.credential.id))) return { outcome: 'tombstoned', entity: 'credential' };
-      switch (mutation.type) {
-        case 'none':
-          break;
-        case 'putResource':
-          resources.set(mutation.resource.id, copyResource(mutation.resource));
-          break;
-        case 'deleteResource': {
-          orphan(mutation.id, mutation.deletedAt, commit.orphanMessage);
-          resources.delete(mutation.id);
-          bury('resource', mutation.id, mutation.deletedAt);
-          for (const credentialId of credentialsByResource.get(mutation.id) ?? []) {
-            credentials.delete(credentialId);
-            bury('credential', credentialId, mutation.deletedAt);
-          }
-          credentialsByResource.delete(mutation.id);
-          break;
-        }
-        case 'putCredential': {
-          const credential = copyCredential(mutation.credential);
-          credentials.set(credential.id, credential);
-          let ids = credentialsByResource.get(credential.resourceId);
-          if (ids === undefined) credentialsByResource.set(credential.resourceId, (ids = new Set()));
-          ids.add(credential.id);
-          break;
-        }
-        case 'deleteCredential':
-          deleteCredential(mutation.id);
-          bury('credential', mutation.id, mutation.deletedAt);
-          break;
-      }
-      operations.delete(key);
-      if (commit.delivery !== undefined) {
-        deliveries.set(commit.delivery.id, { ...copy(commit.delivery), state: 'pending', attempts: 0, nextAttemptAt: commit.delivery.createdAt });
-      }
-      if (commit.replay !== undefined) keep(commit.replay, Number.NEGATIVE_INFINITY);
-      return COMMITTED;
-    },
+    commitOperation: withImmediate(commitNow),
 
     async recordReplay(replay, now) {
       return record(replay, now);

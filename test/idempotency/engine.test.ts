@@ -5,8 +5,9 @@ import { HANDOFF_MESSAGE, OperationEngine } from '../../src/idempotency/engine.j
 import { OPERATIONS, prepareOperation, type OperationCall, type TableEnv } from '../../src/idempotency/operations.js';
 import { createLogger } from '../../src/lib/logger.js';
 import { accepted, type ProviderHandlers } from '../../src/domain/handlers.js';
+import { IMMEDIATE, immediateOf } from '../../src/store/common.js';
 import { memoryStore } from '../../src/store/memory.js';
-import type { DiagnosableStore, OperationKind } from '../../src/store/types.js';
+import type { ClaimInput, CommitInput, DiagnosableStore, OperationKind } from '../../src/store/types.js';
 import { deferred } from '../outbox/helpers.js';
 import { manualClock } from './helpers.js';
 
@@ -186,6 +187,34 @@ describe('operation engine', () => {
     await s.clock.advance(60_000);
     await s.provision('r3', 'small', { requestId: 'sig-3' });
     assert.equal(prunes.length, 2);
+  });
+
+  it('claims and commits through a store method\'s synchronous form when it carries one, and through a wrapper that replaces the method as written', async () => {
+    const s = setup();
+    const claimNow = immediateOf(s.store.claimOperation);
+    const commitNow = immediateOf(s.store.commitOperation);
+    assert.ok(claimNow !== undefined && commitNow !== undefined, 'memoryStore carries both synchronous forms');
+    const used: string[] = [];
+    // Promise forms carrying synchronous forms, each counted: the engine takes the synchronous ones.
+    const claimAsync = s.store.claimOperation;
+    const commitAsync = s.store.commitOperation;
+    s.store.claimOperation = Object.assign(async (input: ClaimInput) => (used.push('claim promised'), claimAsync(input)), {
+      [IMMEDIATE]: (input: ClaimInput) => (used.push('claim now'), claimNow.call(s.store, input)),
+    });
+    s.store.commitOperation = Object.assign(async (key: string, token: string, input: CommitInput) => (used.push('commit promised'), commitAsync(key, token, input)), {
+      [IMMEDIATE]: (key: string, token: string, input: CommitInput) => (used.push('commit now'), commitNow.call(s.store, key, token, input)),
+    });
+    assert.deepEqual(await s.provision('r1', 'small', { requestId: 'sig-1' }), { status: 201, body: { message: 'Your small bonnet' } });
+    assert.deepEqual(used, ['claim now', 'commit now']);
+
+    // A wrapper (a fault injector, a timing proxy) replaces the method: it is what gets called.
+    used.length = 0;
+    s.store.claimOperation = async (input) => (used.push('claim wrapped'), claimAsync(input));
+    s.store.commitOperation = async (key, token, input) => (used.push('commit wrapped'), commitAsync(key, token, input));
+    assert.deepEqual(await s.provision('r2', 'large', { requestId: 'sig-2' }), { status: 201, body: { message: 'Your large bonnet' } });
+    assert.deepEqual(used, ['claim wrapped', 'commit wrapped']);
+    assert.equal(s.calls.provision, 2);
+    assert.equal((await s.store.getResource('r2'))?.plan, 'large');
   });
 
   it('answers an identical repeat of a request id with the state\'s answer when that needs no work', async () => {
