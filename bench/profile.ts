@@ -5,6 +5,11 @@
  *     One server of bench/server.ts (`memory`, `ceiling`, `fastify`, `sqlite`...) under the bench's
  *     load, with a V8 CPU profile of the server: prints its CPU per request and the files and
  *     functions of the main thread with the most self time, in µs per request.
+ *   npx tsx bench/profile.ts keep [--records=N] [--calls=N]
+ *     What keeping a provisioning's records costs (bench/lib/keep-floor.ts): memoryStore's claim and
+ *     commit alone, with N provisionings already stored, against the same table operations on plain
+ *     Maps that keep the two records (a resource, a replay record) or keep nothing; CPU per
+ *     provisioning, median of five rounds of --calls.
  *   npx tsx bench/profile.ts engine <memory|sqlite|postgres> [--calls=N] [--profile]
  *     The operation engine and a store without HTTP or signature: N provisionings (32 at a time)
  *     through `engine.handle`, as the routes call it; prints CPU per call, and with --profile the
@@ -25,13 +30,14 @@ import type { OperationCall } from '../src/idempotency/operations.js';
 import { REPO_ROOT, startWorker } from './lib/child.js';
 import { positiveFlag, usageError } from './lib/cli.js';
 import { startAllocationSampling, stopAllocationSampling, summarize, type CpuProfile } from './lib/profiles.js';
+import { keepFloor } from './lib/keep-floor.js';
 import { dist, openBenchStore } from './lib/serving.js';
 import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
 import { newKeyPair } from './lib/signing.js';
 import type { LoadResult } from './load.js';
 import type { ServerMode, StopResult } from './server.js';
 
-const USAGE = 'usage: npx tsx bench/profile.ts http <mode> [--seconds=N] | engine <memory|sqlite|postgres> [--calls=N] [--profile | --allocations]';
+const USAGE = 'usage: npx tsx bench/profile.ts http <mode> [--seconds=N] | engine <memory|sqlite|postgres> [--calls=N] [--profile | --allocations] | keep [--records=N] [--calls=N]';
 const MODES: readonly ServerMode[] = ['bare', 'ceiling', 'memory', 'sqlite', 'postgres', 'fastify-ceiling', 'fastify', 'fetch-ceiling', 'fetch'];
 const ENGINE_STORES = ['memory', 'sqlite', 'postgres'] as const;
 type EngineStore = (typeof ENGINE_STORES)[number];
@@ -143,6 +149,16 @@ if (what === 'http') {
 } else if (what === 'engine') {
   if (!ENGINE_STORES.includes(target as EngineStore)) fail(`unknown store "${String(target)}" (one of ${ENGINE_STORES.join(', ')})`);
   await profileEngine(target as EngineStore, positiveFlag(rest, 'calls', 50_000, fail, true), rest.includes('--profile'), rest.includes('--allocations'));
+} else if (what === 'keep') {
+  const flags = [target, ...rest].filter((arg): arg is string => arg !== undefined);
+  const unknown = flags.find((arg) => !/^--(records|calls)=/.test(arg));
+  if (unknown !== undefined) fail(`keep takes --records=N and --calls=N, not "${unknown}"`);
+  const records = positiveFlag(flags, 'records', 60_000, fail, true);
+  const calls = positiveFlag(flags, 'calls', 20_000, fail, true);
+  console.log(`a provisioning's store work, the tables already holding ${records.toLocaleString('en-US')} provisionings (CPU, this process, median of 5 rounds of ${calls.toLocaleString('en-US')}):`);
+  for (const { label, micros, rounds } of await keepFloor(records, calls)) {
+    console.log(`${label.padEnd(22)} ${micros.toFixed(2)} µs per provisioning; rounds ${rounds.map((round) => round.toFixed(2)).join(' ')}`);
+  }
 } else {
   fail(what === undefined ? 'what to profile?' : `unknown "${what}"`);
 }

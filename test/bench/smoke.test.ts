@@ -163,3 +163,20 @@ describe('bench/inprocess --promises and fastify-stub', () => {
     assert.match(run.stdout, /^fastify-stub +\d+ µs CPU per request/m);
   });
 });
+
+describe('bench/profile keep', () => {
+  it('prints the store work of a provisioning three ways: plain Maps keeping nothing, keeping the records, and memoryStore', { timeout: 120_000 }, () => {
+    // dist/ is built once before any test runs (scripts/run-tests.mjs), as bench/profile.ts needs.
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/profile.ts', 'keep', '--records=200', '--calls=300'], { cwd: root, encoding: 'utf8', timeout: 110_000 });
+    assert.equal(run.status, 0, `bench/profile keep exited with ${String(run.status)}:\n${run.stderr}\n${run.stdout}`);
+    assert.match(run.stdout, /tables already holding 200 provisionings/);
+    const labels = run.stdout.split('\n').filter((line) => / µs per provisioning; rounds( \d+\.\d\d){5}$/.test(line)).map((line) => line.slice(0, 22).trim());
+    assert.deepEqual(labels, ['Maps, keeping nothing', 'Maps, keeping', 'memoryStore']);
+  });
+
+  it('refuses an argument it does not take, with its usage', { timeout: 60_000 }, () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'bench/profile.ts', 'keep', '--rounds=3'], { cwd: root, encoding: 'utf8', timeout: 50_000 });
+    assert.equal(run.status, 2);
+    assert.match(run.stderr, /keep takes --records=N and --calls=N, not "--rounds=3"/);
+  });
+});
