@@ -8,7 +8,7 @@ import type * as FastifyAdapter from '../src/adapters/fastify.js';
 import type * as StoreTypes from '../src/store/types.js';
 import { serveCalls } from './lib/child.js';
 import { expressCeiling, fetchCeiling, mountFastifyCeiling } from './lib/ceilings.js';
-import { benchHandlers, CATALOG, marketplaceId } from './lib/requests.js';
+import { benchHandlers, CATALOG, marketplaceId, storedProvisioning } from './lib/requests.js';
 import { closeServer, dist, fastifyListener, fetchListener, listenLoopback, openBenchStore, settle } from './lib/serving.js';
 
 // The package as users run it: the compiled dist/ (bench/lib/serving.ts).
@@ -146,13 +146,10 @@ async function prefill(store: StoreTypes.Store, count: number): Promise<void> {
   const now = Date.now();
   for (let i = 0; i < count; i++) {
     const id = marketplaceId();
-    const key = operationKey('resource', id);
-    const request = { kind: 'provision' as const, product: 'generator', plan: 'low', region: 'aws::us-east-1', features: {} };
-    const claim = await store.claimOperation({ key, kind: 'provision', targetId: id, fingerprint: 'prefill', request, owner: 'bench', now, leaseMs: 30_000 });
+    const { input, commit } = storedProvisioning(operationKey('resource', id), id, now);
+    const claim = await store.claimOperation(input);
     if (claim.outcome !== 'claimed') throw new Error('bench: prefill claim refused');
-    await store.commitOperation(key, claim.operation.token, {
-      mutation: { type: 'putResource', resource: { id, product: 'generator', plan: 'low', region: 'aws::us-east-1', features: {}, message: 'Your generator is ready', createdAt: now, updatedAt: now } },
-    });
+    await store.commitOperation(input.key, claim.operation.token, commit);
   }
 }
 

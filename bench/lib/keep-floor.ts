@@ -18,7 +18,9 @@
  */
 import type * as Common from '../../src/store/common.js';
 import type * as Memory from '../../src/store/memory.js';
-import type { ClaimInput, CommitInput, Store } from '../../src/store/types.js';
+import type * as StoreTypes from '../../src/store/types.js';
+import type { Store } from '../../src/store/types.js';
+import { storedProvisioning } from './requests.js';
 import { dist } from './serving.js';
 
 export interface KeepFloorResult {
@@ -29,7 +31,9 @@ export interface KeepFloorResult {
 }
 
 const ROUNDS = 5;
-const MESSAGE = 'Your generator is ready';
+
+/** `operationKey` of the compiled package. */
+type KeyOf = typeof StoreTypes.operationKey;
 
 /** Distinct ids and signatures of the bench's sizes (29 and 86 characters), cheap to make. */
 function names(at: number): { id: string; requestId: string } {
@@ -53,44 +57,35 @@ function timed(label: string, records: number, calls: number, one: (at: number) 
 }
 
 /** A provisioning's claim and commit on `store`, through the forms the engine calls. */
-function storeWork(store: Store, immediateOf: typeof Common.immediateOf): (at: number) => void {
-  const claimNow = immediateOf(store.claimOperation);
-  const commitNow = immediateOf(store.commitOperation);
+function storeWork(store: Store, common: typeof Common, key: KeyOf): (at: number) => void {
+  const claimNow = common.immediateOf(store.claimOperation);
+  const commitNow = common.immediateOf(store.commitOperation);
   if (claimNow === undefined || commitNow === undefined) throw new Error('bench/keep: memoryStore without its synchronous claim and commit');
   return (at) => {
     const { id, requestId } = names(at);
-    const now = Date.now();
-    const request = { kind: 'provision', product: 'generator', plan: 'low', region: 'aws::us-east-1', features: Object.create(null) as Record<string, never> } as const;
-    const input: ClaimInput = {
-      key: `resource:${id}`, kind: 'provision', targetId: id, fingerprint: '["provision","generator","low","aws::us-east-1"]', request,
-      owner: 'bench', now, leaseMs: 30_000, requestId, replayExpiresAt: now + 600_000,
-    };
+    const { input, commit } = storedProvisioning(key('resource', id), id, Date.now(), requestId);
     const claim = claimNow.call(store, input);
     if (claim.outcome !== 'claimed') throw new Error(`bench/keep: a claim answered ${claim.outcome}`);
-    const commit: CommitInput = {
-      mutation: { type: 'putResource', resource: { id, product: request.product, plan: request.plan, region: request.region, features: request.features, message: MESSAGE, createdAt: now, updatedAt: now } },
-      replay: { requestId, answer: { status: 201, body: { message: MESSAGE } }, expiresAt: now + 600_000 },
-    };
     const committed = commitNow.call(store, claim.operation.key, claim.operation.token, commit);
     if (committed.outcome !== 'committed') throw new Error(`bench/keep: a commit answered ${committed.outcome}`);
   };
 }
 
 /** The floor: the same table operations on plain Maps, keeping the two records or removing them again. */
-function mapWork(keep: boolean): (at: number) => void {
+function mapWork(keep: boolean, key: KeyOf): (at: number) => void {
   const resources = new Map<string, object>();
   const replays = new Map<string, object>();
   const operations = new Map<string, { token: string }>();
   return (at) => {
     const { id, requestId } = names(at);
-    const key = `resource:${id}`;
-    const now = Date.now();
-    if (replays.get(requestId) !== undefined || operations.get(key) !== undefined || resources.get(id) !== undefined) throw new Error('bench/keep: a name came twice');
-    operations.set(key, { token: 't' });
-    if (operations.get(key)?.token !== 't') throw new Error('bench/keep: the operation was lost');
-    resources.set(id, { id, product: 'generator', plan: 'low', region: 'aws::us-east-1', features: {}, message: MESSAGE, createdAt: now, updatedAt: now });
-    operations.delete(key);
-    if (replays.get(requestId) === undefined) replays.set(requestId, { requestId, answer: { status: 201, body: { message: MESSAGE } }, expiresAt: now + 600_000 });
+    // The same records as the store is given, kept as they are (no copies, no claim rule).
+    const { input, commit } = storedProvisioning(key('resource', id), id, Date.now(), requestId);
+    if (replays.get(requestId) !== undefined || operations.get(input.key) !== undefined || resources.get(id) !== undefined) throw new Error('bench/keep: a name came twice');
+    operations.set(input.key, { token: 't' });
+    if (operations.get(input.key)?.token !== 't') throw new Error('bench/keep: the operation was lost');
+    if (commit.mutation.type === 'putResource') resources.set(id, commit.mutation.resource);
+    operations.delete(input.key);
+    if (replays.get(requestId) === undefined) replays.set(requestId, commit.replay!);
     if (!keep) {
       resources.delete(id);
       replays.delete(requestId);
@@ -103,10 +98,14 @@ function mapWork(keep: boolean): (at: number) => void {
  * are garbage once it ends, so none runs beside the records an earlier one still keeps.
  */
 export async function keepFloor(records: number, calls: number): Promise<KeepFloorResult[]> {
-  const [{ memoryStore }, { immediateOf }] = await Promise.all([dist<typeof Memory>('store/memory.js'), dist<typeof Common>('store/common.js')]);
+  const [{ memoryStore }, common, { operationKey }] = await Promise.all([
+    dist<typeof Memory>('store/memory.js'),
+    dist<typeof Common>('store/common.js'),
+    dist<typeof StoreTypes>('store/types.js'),
+  ]);
   return [
-    timed('Maps, keeping nothing', records, calls, mapWork(false)),
-    timed('Maps, keeping', records, calls, mapWork(true)),
-    timed('memoryStore', records, calls, storeWork(memoryStore(), immediateOf)),
+    timed('Maps, keeping nothing', records, calls, mapWork(false, operationKey)),
+    timed('Maps, keeping', records, calls, mapWork(true, operationKey)),
+    timed('memoryStore', records, calls, storeWork(memoryStore(), common, operationKey)),
   ];
 }

@@ -1,15 +1,19 @@
 import { randomFillSync } from 'node:crypto';
+import type { ClaimInput, CommitInput } from '../../src/store/types.js';
 import type { RequestToSign } from './signing.js';
 
 /** The catalog every benchmarked router sells: one product, the plan and region requests use. */
 export const CATALOG = { generator: { plans: ['low', 'high'], regions: ['aws::us-east-1', 'aws::eu-west-1'] } };
+
+/** The message the bench handlers answer a provisioning with, kept on its resource. */
+const PROVISIONED = 'Your generator is ready';
 
 /** The handlers every benchmarked provider runs: instant, `onProvision` called once per provisioning. */
 export function benchHandlers(onProvision: () => void = () => undefined) {
   return {
     provision: () => {
       onProvision();
-      return 'Your generator is ready';
+      return PROVISIONED;
     },
     changePlan: () => undefined,
     deprovision: () => undefined,
@@ -63,6 +67,26 @@ function callbackRequest(method: string, host: string, date: string, id: string,
 /** A provisioning PUT of a new resource (`id`, random unless given), plan `low`. */
 export function provisionRequest(host: string, date: string, id = marketplaceId()): RequestToSign {
   return callbackRequest('PUT', host, date, id, { id, plan: 'low', product: 'generator', region: 'aws::us-east-1' });
+}
+
+/**
+ * A provisioning of resource `id` as the engine hands it to a store after the handler ran: the
+ * claim's input (`key` is `operationKey('resource', id)`) and the commit that keeps the resource,
+ * and, given `requestId`, the recorded answer. For filling stores and timing them without HTTP.
+ */
+export function storedProvisioning(key: string, id: string, now: number, requestId?: string): { input: ClaimInput; commit: CommitInput } {
+  const features = Object.create(null) as Record<string, never>;
+  const request = { kind: 'provision', product: 'generator', plan: 'low', region: 'aws::us-east-1', features } as const;
+  const input: ClaimInput = { key, kind: 'provision', targetId: id, fingerprint: JSON.stringify(['provision', request.product, request.plan, request.region]), request, owner: 'bench', now, leaseMs: 30_000 };
+  const commit: CommitInput = {
+    mutation: { type: 'putResource', resource: { id, product: request.product, plan: request.plan, region: request.region, features, message: PROVISIONED, createdAt: now, updatedAt: now } },
+  };
+  if (requestId !== undefined) {
+    input.requestId = requestId;
+    input.replayExpiresAt = now + 600_000;
+    commit.replay = { requestId, answer: { status: 201, body: { message: PROVISIONED } }, expiresAt: now + 600_000 };
+  }
+  return { input, commit };
 }
 
 /** A plan change (PATCH) of resource `id` to `plan`. */

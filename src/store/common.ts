@@ -21,7 +21,7 @@ export function isOperationLive(operation: OperationRecord, now: number): boolea
 export const IMMEDIATE: unique symbol = Symbol.for('embedded-marketplace.immediate');
 
 /** A store method with its synchronous form under {@link IMMEDIATE}. */
-export type WithImmediate<A extends unknown[], R> = ((...args: A) => Promise<R>) & { readonly [IMMEDIATE]: (...args: A) => R };
+type WithImmediate<A extends unknown[], R> = ((...args: A) => Promise<R>) & { readonly [IMMEDIATE]: (...args: A) => R };
 
 /**
  * The promise form of `now`, carrying `now` itself under {@link IMMEDIATE}. `now` must answer exactly
